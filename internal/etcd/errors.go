@@ -1,0 +1,203 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Operation names as they appear in CallError.Op; the fake uses the same
+// names to script failures, so a typo there cannot go unnoticed.
+const (
+	OpDial               = "Dial"
+	OpMemberList         = "MemberList"
+	OpMemberAddAsLearner = "MemberAddAsLearner"
+	OpMemberPromote      = "MemberPromote"
+	OpMemberRemove       = "MemberRemove"
+	OpStatus             = "Status"
+	OpMemberListAt       = "MemberListAt"
+	OpHealth             = "Health"
+	OpAlarmList          = "AlarmList"
+	OpAlarmDisarm        = "AlarmDisarm"
+	OpDefragment         = "Defragment"
+	OpCompact            = "Compact"
+	OpMoveLeader         = "MoveLeader"
+)
+
+// CallError says which operation against which endpoint failed, so that
+// callers can log and report it without threading that context through.
+// Endpoint is empty for calls that the client balanced across its endpoints.
+type CallError struct {
+	Op       string
+	Endpoint string
+	Err      error
+}
+
+func (e *CallError) Error() string {
+	if e.Endpoint == "" {
+		return fmt.Sprintf("failed to call etcd %s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("failed to call etcd %s on %s: %v", e.Op, e.Endpoint, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// grpcStatusError is satisfied by the error values grpc-go produces, however
+// deeply they are wrapped.
+type grpcStatusError interface {
+	error
+	GRPCStatus() *status.Status
+}
+
+// errNotSupportedForLearner has no client-side value in rpctypes, so derive it
+// the same way rpctypes derives the others.
+var errNotSupportedForLearner = rpctypes.Error(rpctypes.ErrGRPCNotSupportedForLearner)
+
+// asEtcdError finds the etcd server error inside err. clientv3 usually hands
+// back rpctypes.EtcdError already, but raw gRPC calls, a server that sent a
+// client-side value (which arrives as codes.Unknown) or a wrapped status
+// leave a *status.Error in the chain; rpctypes.Error maps those onto the same
+// comparable EtcdError values so one errors.Is-style check covers all shapes.
+func asEtcdError(err error) (rpctypes.EtcdError, bool) {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee, true
+	}
+	var se grpcStatusError
+	if errors.As(err, &se) {
+		if errors.As(rpctypes.Error(se), &ee) {
+			return ee, true
+		}
+	}
+	return rpctypes.EtcdError{}, false
+}
+
+// grpcCode reports the gRPC code carried by err, preferring etcd's own
+// classification because some server errors travel as codes.Unknown.
+func grpcCode(err error) (codes.Code, bool) {
+	if ee, ok := asEtcdError(err); ok {
+		return ee.Code(), true
+	}
+	var se grpcStatusError
+	if errors.As(err, &se) {
+		return se.GRPCStatus().Code(), true
+	}
+	return codes.OK, false
+}
+
+// isEtcdErr reports whether err is one of the given rpctypes client-side
+// values (ErrMemberNotFound, ...), in any of the shapes asEtcdError knows.
+func isEtcdErr(err error, targets ...error) bool {
+	if err == nil {
+		return false
+	}
+	ee, ok := asEtcdError(err)
+	for _, t := range targets {
+		if errors.Is(err, t) || (ok && error(ee) == t) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsUnavailable means "retry later, conclude nothing": the member or cluster
+// could not answer right now (timeout, no leader, connection refused, leader
+// changed, overloaded, or our view of the leader was stale). A caller's own
+// cancellation is deliberately not included.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	if isEtcdErr(err, rpctypes.ErrTooManyRequests, rpctypes.ErrNotLeader) {
+		return true
+	}
+	code, ok := grpcCode(err)
+	// Unavailable covers ErrNoLeader, ErrLeaderChanged, ErrStopped, ErrUnhealthy
+	// and the whole ErrTimeout family, including ErrTimeoutWaitAppliedIndex,
+	// which rpctypes cannot map back to a client-side value.
+	return ok && (code == codes.Unavailable || code == codes.DeadlineExceeded)
+}
+
+// IsMemberNotFound: the member ID is not (or no longer) in the cluster.
+func IsMemberNotFound(err error) bool {
+	return isEtcdErr(err, rpctypes.ErrMemberNotFound)
+}
+
+// IsLearnerNotReady: the learner has not caught up with the leader yet;
+// promoting it later may succeed.
+func IsLearnerNotReady(err error) bool {
+	return isEtcdErr(err, rpctypes.ErrMemberLearnerNotReady)
+}
+
+// IsUnhealthyCluster: etcd refused a reconfiguration that could cost quorum,
+// typically right after a member joined or was promoted (peers must have been
+// connected for etcd's 5s health interval) or while some voter has not
+// started. The plan is still right; retry soon.
+func IsUnhealthyCluster(err error) bool {
+	return isEtcdErr(err, rpctypes.ErrUnhealthy, rpctypes.ErrMemberNotEnoughStarted)
+}
+
+// IsTooManyLearners: the cluster already holds --max-learners learners.
+func IsTooManyLearners(err error) bool {
+	return isEtcdErr(err, rpctypes.ErrTooManyLearners)
+}
+
+// IsPeerURLExists: some member already owns one of the peer URLs, which after
+// a lost response usually means our own earlier add went through. etcd derives
+// a new member's ID from its peer URLs and the current second, so an add
+// repeated within the same second collides on the ID first and reports
+// ErrMemberExist instead; both mean the same to a caller.
+func IsPeerURLExists(err error) bool {
+	return isEtcdErr(err, rpctypes.ErrPeerURLExist, rpctypes.ErrMemberExist)
+}
+
+// IsMemberNotLearner: a promote targeted a member that already votes, which
+// after a lost response usually means our own earlier promote went through.
+func IsMemberNotLearner(err error) bool {
+	return isEtcdErr(err, rpctypes.ErrMemberNotLearner)
+}
+
+// IsNotSupportedForLearner: the endpoint is a learner, which only serves
+// Status and serializable reads. Ask a voting member instead.
+func IsNotSupportedForLearner(err error) bool {
+	return isEtcdErr(err, errNotSupportedForLearner)
+}
+
+// IsCompacted: the requested revision is already compacted, which for a
+// Compact call means the work is done.
+func IsCompacted(err error) bool {
+	return isEtcdErr(err, rpctypes.ErrCompacted)
+}
+
+// IsAuthRequired: auth is enabled and the request carried no usable identity,
+// so the operator must be configured with credentials.
+func IsAuthRequired(err error) bool {
+	if isEtcdErr(err, rpctypes.ErrUserEmpty, rpctypes.ErrInvalidAuthToken) {
+		return true
+	}
+	code, ok := grpcCode(err)
+	return ok && code == codes.Unauthenticated
+}
+
+// IsAuthFailed: the identity was rejected (wrong user or password) or lacks
+// the permission (membership changes need the root role).
+func IsAuthFailed(err error) bool {
+	if isEtcdErr(err, rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied) {
+		return true
+	}
+	code, ok := grpcCode(err)
+	return ok && code == codes.PermissionDenied
+}

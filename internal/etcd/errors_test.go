@@ -1,0 +1,135 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+)
+
+var classifiers = []struct {
+	name string
+	fn   func(error) bool
+}{
+	{"Unavailable", etcd.IsUnavailable},
+	{"MemberNotFound", etcd.IsMemberNotFound},
+	{"LearnerNotReady", etcd.IsLearnerNotReady},
+	{"UnhealthyCluster", etcd.IsUnhealthyCluster},
+	{"TooManyLearners", etcd.IsTooManyLearners},
+	{"PeerURLExists", etcd.IsPeerURLExists},
+	{"MemberNotLearner", etcd.IsMemberNotLearner},
+	{"NotSupportedForLearner", etcd.IsNotSupportedForLearner},
+	{"Compacted", etcd.IsCompacted},
+	{"AuthRequired", etcd.IsAuthRequired},
+	{"AuthFailed", etcd.IsAuthFailed},
+}
+
+// classify lists every classifier that matches, so tests catch a classifier
+// that matches too much as well as one that matches too little.
+func classify(err error) []string {
+	out := []string{}
+	for _, c := range classifiers {
+		if c.fn(err) {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+func TestClassifiers(t *testing.T) {
+	t.Parallel()
+	connRefused := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	cases := []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"nil", nil, []string{}},
+		{"plain error", errors.New("boom"), []string{}},
+		// Same text as an etcd error but no type: must not match, or we
+		// would be classifying by message after all.
+		{"look-alike text", errors.New(rpctypes.ErrMemberNotFound.Error()), []string{}},
+		{"caller cancelled", context.Canceled, []string{}},
+		{"no space is not unavailable", rpctypes.ErrNoSpace, []string{}},
+
+		{"member not found", rpctypes.ErrMemberNotFound, []string{"MemberNotFound"}},
+		{"member not found as gRPC status", rpctypes.ErrGRPCMemberNotFound, []string{"MemberNotFound"}},
+		{"member not found wrapped", fmt.Errorf("failed to x: %w", rpctypes.ErrGRPCMemberNotFound), []string{"MemberNotFound"}},
+		{"member not found in CallError", &etcd.CallError{Op: "MemberRemove", Err: rpctypes.ErrMemberNotFound}, []string{"MemberNotFound"}},
+		{"learner not ready", rpctypes.ErrMemberLearnerNotReady, []string{"LearnerNotReady"}},
+		{"learner not ready as gRPC status", rpctypes.ErrGRPCLearnerNotReady, []string{"LearnerNotReady"}},
+		{"unhealthy", rpctypes.ErrUnhealthy, []string{"Unavailable", "UnhealthyCluster"}},
+		{"unhealthy as gRPC status", rpctypes.ErrGRPCUnhealthy, []string{"Unavailable", "UnhealthyCluster"}},
+		// The server sends this one as a client-side value, so it arrives
+		// with codes.Unknown; rpctypes still recognises it.
+		{"not enough started, as sent on the wire", status.Error(codes.Unknown, rpctypes.ErrMemberNotEnoughStarted.Error()), []string{"UnhealthyCluster"}},
+		{"too many learners", rpctypes.ErrTooManyLearners, []string{"TooManyLearners"}},
+		{"peer URL exists", rpctypes.ErrPeerURLExist, []string{"PeerURLExists"}},
+		{"member ID exists (same peer URLs, same second)", rpctypes.ErrGRPCMemberExist, []string{"PeerURLExists"}},
+		{"peer URL exists inside a join", errors.Join(errors.New("x"), rpctypes.ErrGRPCPeerURLExist), []string{"PeerURLExists"}},
+		{"member not learner", rpctypes.ErrMemberNotLearner, []string{"MemberNotLearner"}},
+		{"not supported for learner", rpctypes.ErrGRPCNotSupportedForLearner, []string{"NotSupportedForLearner"}},
+		{"compacted", rpctypes.ErrCompacted, []string{"Compacted"}},
+
+		{"deadline", context.DeadlineExceeded, []string{"Unavailable"}},
+		{"deadline in CallError", &etcd.CallError{Op: "Status", Endpoint: "x", Err: context.DeadlineExceeded}, []string{"Unavailable"}},
+		{"gRPC deadline", status.Error(codes.DeadlineExceeded, "deadline"), []string{"Unavailable"}},
+		{"gRPC unavailable", status.Error(codes.Unavailable, "connection error"), []string{"Unavailable"}},
+		{"connection refused", connRefused, []string{"Unavailable"}},
+		{"no leader", rpctypes.ErrNoLeader, []string{"Unavailable"}},
+		{"no leader as gRPC status", rpctypes.ErrGRPCNoLeader, []string{"Unavailable"}},
+		{"not leader", rpctypes.ErrNotLeader, []string{"Unavailable"}},
+		{"leader changed", rpctypes.ErrLeaderChanged, []string{"Unavailable"}},
+		{"stopped", rpctypes.ErrStopped, []string{"Unavailable"}},
+		{"timeout", rpctypes.ErrTimeout, []string{"Unavailable"}},
+		{"timeout due to leader fail", rpctypes.ErrTimeoutDueToLeaderFail, []string{"Unavailable"}},
+		{"timeout due to connection lost", rpctypes.ErrTimeoutDueToConnectionLost, []string{"Unavailable"}},
+		{"timeout waiting for applied index", rpctypes.ErrGRPCTimeoutWaitAppliedIndex, []string{"Unavailable"}},
+		{"too many requests, as sent on the wire", status.Error(codes.Unknown, rpctypes.ErrTooManyRequests.Error()), []string{"Unavailable"}},
+
+		{"user empty", rpctypes.ErrUserEmpty, []string{"AuthRequired"}},
+		{"invalid token", rpctypes.ErrInvalidAuthToken, []string{"AuthRequired"}},
+		{"unauthenticated", status.Error(codes.Unauthenticated, "who are you"), []string{"AuthRequired"}},
+		{"auth failed", rpctypes.ErrAuthFailed, []string{"AuthFailed"}},
+		{"permission denied", rpctypes.ErrPermissionDenied, []string{"AuthFailed"}},
+		{"permission denied as gRPC status", rpctypes.ErrGRPCPermissionDenied, []string{"AuthFailed"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(classify(tc.err)).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestCallError(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		err     *etcd.CallError
+		wantMsg string
+	}{
+		{"balanced", &etcd.CallError{Op: "MemberList", Err: context.DeadlineExceeded}, "failed to call etcd MemberList: context deadline exceeded"},
+		{"single endpoint", &etcd.CallError{Op: "Status", Endpoint: "http://a:2379", Err: context.DeadlineExceeded}, "failed to call etcd Status on http://a:2379: context deadline exceeded"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			wrapped := fmt.Errorf("failed to reconcile: %w", tc.err)
+			g.Expect(tc.err.Error()).To(Equal(tc.wantMsg))
+			g.Expect(errors.Is(wrapped, context.DeadlineExceeded)).To(BeTrue())
+			var ce *etcd.CallError
+			g.Expect(errors.As(wrapped, &ce)).To(BeTrue())
+			g.Expect(ce).To(BeIdenticalTo(tc.err))
+		})
+	}
+}

@@ -1,0 +1,134 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Member is our own view of an etcd member.
+type Member struct {
+	ID uint64
+	// Name stays empty until the member has started and published itself;
+	// an empty name is how a caller tells "added" from "running".
+	Name       string
+	PeerURLs   []string
+	ClientURLs []string
+	IsLearner  bool
+}
+
+// IDString renders the ID the way etcd prints it, so it can be matched
+// against etcd logs, etcdctl output and flags.
+func (m Member) IDString() string {
+	return FormatMemberID(m.ID)
+}
+
+// FormatMemberID renders a member ID as etcd does: 16 lower-case hex digits.
+func FormatMemberID(id uint64) string {
+	return fmt.Sprintf("%016x", id)
+}
+
+// ParseMemberID is the inverse of FormatMemberID. It rejects zero because
+// raft reserves it for "no member", so a zero ID is always a bug upstream.
+func ParseMemberID(s string) (uint64, error) {
+	if s == "" {
+		return 0, errors.New("failed to parse member ID: empty string")
+	}
+	id, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("failed to parse member ID %q: %w", s, err)
+	}
+	if id == 0 {
+		return 0, fmt.Errorf("failed to parse member ID %q: zero is not a valid member ID", s)
+	}
+	return id, nil
+}
+
+// MemberList is the membership as seen by whichever member answered.
+type MemberList struct {
+	ClusterID uint64
+	Members   []Member
+}
+
+// Find returns the member with the given ID.
+func (l MemberList) Find(id uint64) (Member, bool) {
+	for _, m := range l.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// EndpointStatus is what one member says about itself; it comes from
+// Maintenance.Status on that endpoint only.
+type EndpointStatus struct {
+	Endpoint         string
+	MemberID         uint64
+	ClusterID        uint64
+	LeaderID         uint64
+	RaftTerm         uint64
+	RaftIndex        uint64
+	RaftAppliedIndex uint64
+	DBSize           int64
+	DBSizeInUse      int64
+	Version          string
+	IsLearner        bool
+	Errors           []string
+}
+
+// IsLeader reports whether the member believes it is the leader. During a
+// partition a stale leader can still believe this, so compare RaftTerm when
+// several endpoints claim it.
+func (s EndpointStatus) IsLeader() bool {
+	return s.MemberID != 0 && s.MemberID == s.LeaderID
+}
+
+// Alarm types as etcd names them.
+const (
+	AlarmNoSpace = "NOSPACE"
+	AlarmCorrupt = "CORRUPT"
+)
+
+// Alarm is one active alarm raised by a member.
+type Alarm struct {
+	MemberID uint64
+	Type     string
+}
+
+// Client is the narrow interface the controllers use. Every call runs under
+// its own timeout on top of the caller's ctx.
+type Client interface {
+	// MemberList is linearizable: it reflects every committed membership change.
+	MemberList(ctx context.Context) (MemberList, error)
+	MemberAddAsLearner(ctx context.Context, peerURLs []string) (Member, MemberList, error)
+	MemberPromote(ctx context.Context, id uint64) (MemberList, error)
+	MemberRemove(ctx context.Context, id uint64) (MemberList, error)
+	// Status asks exactly one endpoint about itself.
+	Status(ctx context.Context, endpoint string) (EndpointStatus, error)
+	// MemberListAt asks exactly one endpoint for its own, serializable view,
+	// so a partitioned or diverged member answers from local state. Learners
+	// refuse it (see IsNotSupportedForLearner).
+	MemberListAt(ctx context.Context, endpoint string) (MemberList, error)
+	// Health performs a linearizable read routed to exactly one endpoint, as
+	// etcdctl endpoint health does; nil means healthy. Learners refuse it
+	// (see IsNotSupportedForLearner); use Status for them.
+	Health(ctx context.Context, endpoint string) error
+	AlarmList(ctx context.Context) ([]Alarm, error)
+	AlarmDisarm(ctx context.Context, a Alarm) error
+	// Defragment blocks the member while it rewrites its database, so it has
+	// a longer timeout of its own.
+	Defragment(ctx context.Context, endpoint string) error
+	Compact(ctx context.Context, revision int64) error
+	// MoveLeader finds the current leader among the client's endpoints and
+	// asks it to hand over; it is a no-op when the transferee already leads.
+	MoveLeader(ctx context.Context, transfereeID uint64) error
+	Endpoints() []string
+	Close() error
+}
+
+// Dialer creates Clients. Controllers get one injected so tests can use the fake.
+type Dialer interface {
+	Dial(ctx context.Context, endpoints []string) (Client, error)
+}

@@ -1,0 +1,54 @@
+package etcd_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+)
+
+func TestParseMemberID(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in      string
+		want    uint64
+		wantErr bool
+	}{
+		{in: "8e9e05c52164694d", want: 0x8e9e05c52164694d},
+		{in: "8E9E05C52164694D", want: 0x8e9e05c52164694d},
+		{in: "1", want: 1},
+		{in: "ffffffffffffffff", want: ^uint64(0)},
+		{in: "", wantErr: true},
+		{in: "0000000000000000", wantErr: true},
+		{in: "0x1", wantErr: true},
+		{in: "1ffffffffffffffff", wantErr: true},
+		{in: "xyz", wantErr: true},
+		{in: "-1", wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := etcd.ParseMemberID(tc.in)
+			if tc.wantErr {
+				g.Expect(err).To(HaveOccurred())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestIDStringRoundTrip(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	for _, id := range []uint64{1, 0xabc, 0x8e9e05c52164694d, ^uint64(0)} {
+		s := etcd.Member{ID: id}.IDString()
+		g.Expect(s).To(HaveLen(16))
+		back, err := etcd.ParseMemberID(s)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(back).To(Equal(id))
+	}
+	g.Expect(etcd.Member{ID: 0xabc}.IDString()).To(Equal("0000000000000abc"))
+}

@@ -1,0 +1,284 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/modfile"
+)
+
+// goBuild is one cached build of main packages from the module proxy, done in
+// a throwaway tools module so the product's go.mod never sees these modules.
+type goBuild struct {
+	// name is the cache directory, which carries the version.
+	name string
+	// require lists module@version entries for the tools module.
+	require []string
+	// replaceFrom, if set, names a required module whose own go.mod replaces
+	// modules with ./staging paths; each such module is replaced with the
+	// published version stagingVersion instead, as a module zip lacks ./staging.
+	replaceFrom    string
+	stagingVersion string
+	// binaries maps an output file name to its main package.
+	binaries map[string]string
+	// mainSource, if set, is a main.go placed in the tools module itself,
+	// for a binary assembled from a module's packages (package ".").
+	mainSource string
+}
+
+func (l Layout) binCacheDir(name string) string { return filepath.Join(l.CacheDir, "bin", name) }
+
+// ensureBuilt builds the binaries unless a complete cached copy exists and
+// returns the directory holding them.
+func (l Layout) ensureBuilt(ctx context.Context, p *Progress, b goBuild) (string, error) {
+	dir := l.binCacheDir(b.name)
+	stamp := filepath.Join(dir, ".complete")
+	if _, err := os.Stat(stamp); err == nil {
+		return dir, nil
+	}
+	p.Printf("building %s (cached afterwards in %s)", b.name, dir)
+	began := time.Now()
+	stop := p.heartbeat("building "+b.name, 30*time.Second)
+	defer stop()
+
+	src := filepath.Join(l.CacheDir, "src", b.name)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	goMod, err := l.toolsGoMod(ctx, src, b)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), goMod, 0o644); err != nil {
+		return "", err
+	}
+	if b.mainSource != "" {
+		if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(b.mainSource), 0o644); err != nil {
+			return "", err
+		}
+	}
+	tmp := dir + ".partial"
+	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	names := make([]string, 0, len(b.binaries))
+	for name := range b.binaries {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out := filepath.Join(tmp, name)
+		if err := runGo(ctx, src, "build", "-trimpath", "-ldflags=-s -w", "-o", out, b.binaries[name]); err != nil {
+			return "", fmt.Errorf("failed to build %s from %s: %w", name, b.binaries[name], err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".complete"), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	p.Printf("built %s in %s", b.name, time.Since(began).Round(time.Second))
+	return dir, nil
+}
+
+func (l Layout) toolsGoMod(ctx context.Context, src string, b goBuild) ([]byte, error) {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "module localcluster.tools/%s\n\ngo 1.26\n\n", strings.ReplaceAll(b.name, ".", "-"))
+	for _, r := range b.require {
+		mod, ver, _ := strings.Cut(r, "@")
+		fmt.Fprintf(&buf, "require %s %s\n", mod, ver)
+	}
+	if b.replaceFrom == "" {
+		return buf.Bytes(), nil
+	}
+	staged, err := stagingReplacements(ctx, src, b.replaceFrom)
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString("\n")
+	for _, mod := range staged {
+		fmt.Fprintf(&buf, "replace %s => %s %s\n", mod, mod, b.stagingVersion)
+	}
+	return buf.Bytes(), nil
+}
+
+// stagingReplacements lists the modules that module@version's own go.mod
+// replaces with a ./staging path. It is read from the module itself rather
+// than hard-coded, as the list changes between Kubernetes releases.
+func stagingReplacements(ctx context.Context, dir, moduleAtVersion string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", moduleAtVersion)
+	cmd.Dir = os.TempDir()
+	cmd.Env = goEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("failed to download %s: %w: %s", moduleAtVersion, err, stderr.String())
+	}
+	var info struct{ GoMod string }
+	if err := json.Unmarshal(out, &info); err != nil || info.GoMod == "" {
+		return nil, fmt.Errorf("failed to read the go.mod location of %s: %v", moduleAtVersion, err)
+	}
+	data, err := os.ReadFile(info.GoMod)
+	if err != nil {
+		return nil, err
+	}
+	f, err := modfile.Parse(info.GoMod, data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse go.mod of %s: %w", moduleAtVersion, err)
+	}
+	var mods []string
+	for _, r := range f.Replace {
+		if strings.HasPrefix(r.New.Path, "./staging/") {
+			mods = append(mods, r.Old.Path)
+		}
+	}
+	if len(mods) == 0 {
+		return nil, errors.New("no ./staging replacements found in " + moduleAtVersion)
+	}
+	sort.Strings(mods)
+	return mods, nil
+}
+
+func goEnv() []string {
+	return append(os.Environ(), "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOWORK=off")
+}
+
+func runGo(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = goEnv()
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, tail(out.String(), 40))
+	}
+	return nil
+}
+
+// Binaries are the paths of everything the cluster runs.
+type Binaries struct {
+	Kubernetes string            // dir with kube-apiserver, kubelet, ..., kubectl
+	Etcd       map[string]string // version -> dir with etcd, etcdctl, etcdutl
+	CoreDNS    string            // dir with coredns
+	LocalPath  string            // dir with local-path-provisioner
+	Pause      string            // dir with pause
+}
+
+// KubernetesBinary is the path of one Kubernetes component.
+func (b Binaries) KubernetesBinary(name string) string { return filepath.Join(b.Kubernetes, name) }
+
+func kubernetesBuild(v Versions) goBuild {
+	bins := map[string]string{}
+	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"} {
+		bins[c] = "k8s.io/kubernetes/cmd/" + c
+	}
+	return goBuild{
+		name:           "kubernetes-" + v.Kubernetes,
+		require:        []string{"k8s.io/kubernetes@" + v.Kubernetes},
+		replaceFrom:    "k8s.io/kubernetes@" + v.Kubernetes,
+		stagingVersion: v.KubernetesStaging,
+		binaries:       bins,
+	}
+}
+
+func etcdBuild(version string) goBuild {
+	return goBuild{
+		name: "etcd-" + version,
+		require: []string{
+			"go.etcd.io/etcd/server/v3@" + version,
+			"go.etcd.io/etcd/etcdctl/v3@" + version,
+			"go.etcd.io/etcd/etcdutl/v3@" + version,
+		},
+		binaries: map[string]string{
+			"etcd":    "go.etcd.io/etcd/server/v3",
+			"etcdctl": "go.etcd.io/etcd/etcdctl/v3",
+			"etcdutl": "go.etcd.io/etcd/etcdutl/v3",
+		},
+	}
+}
+
+// coreDNSMain builds CoreDNS with only the plugins the cluster's Corefile
+// uses. The stock main links every plugin, including the cloud providers',
+// whose dependencies more than double a cold build.
+const coreDNSMain = `package main
+
+import (
+	"github.com/coredns/coredns/coremain"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/ready"
+	_ "github.com/coredns/coredns/plugin/whoami"
+)
+
+func main() { coremain.Run() }
+`
+
+func coreDNSBuild(v Versions) goBuild {
+	return goBuild{
+		name:       "coredns-" + v.CoreDNS + "-minimal",
+		require:    []string{"github.com/coredns/coredns@" + v.CoreDNS},
+		binaries:   map[string]string{"coredns": "."},
+		mainSource: coreDNSMain,
+	}
+}
+
+func localPathBuild(v Versions) goBuild {
+	return goBuild{
+		name:     "local-path-provisioner-" + v.LocalPathProvisioner,
+		require:  []string{"github.com/rancher/local-path-provisioner@" + v.LocalPathProvisioner},
+		binaries: map[string]string{"local-path-provisioner": "github.com/rancher/local-path-provisioner"},
+	}
+}
+
+// EnsureBinaries builds, or finds in the cache, every binary the cluster needs.
+func (l Layout) EnsureBinaries(ctx context.Context, p *Progress, v Versions) (Binaries, error) {
+	var b Binaries
+	var err error
+	if b.Kubernetes, err = l.ensureBuilt(ctx, p, kubernetesBuild(v)); err != nil {
+		return b, err
+	}
+	b.Etcd = map[string]string{}
+	for _, ev := range v.Etcd {
+		if b.Etcd[ev], err = l.ensureBuilt(ctx, p, etcdBuild(ev)); err != nil {
+			return b, err
+		}
+	}
+	if b.CoreDNS, err = l.ensureBuilt(ctx, p, coreDNSBuild(v)); err != nil {
+		return b, err
+	}
+	if b.LocalPath, err = l.ensureBuilt(ctx, p, localPathBuild(v)); err != nil {
+		return b, err
+	}
+	if b.Pause, err = l.ensurePause(ctx); err != nil {
+		return b, err
+	}
+	return b, nil
+}
+
+// EtcdBinaryDir returns the binaries of the default etcd version.
+func (b Binaries) etcdDefault(v Versions) string { return b.Etcd["v"+strings.TrimPrefix(v.EtcdDefault, "v")] }
+
+func tail(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}

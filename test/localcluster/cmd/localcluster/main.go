@@ -1,0 +1,81 @@
+// Command localcluster brings a real single-machine Kubernetes cluster up and
+// down for the e2e tests and the quickstart. See test/localcluster.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/quorumctl/etcd-operator/test/localcluster"
+)
+
+const usage = `usage: localcluster <command> [flags]
+
+commands:
+  up        bring the cluster up (idempotent); --nodes N
+  down      stop it and remove everything it made (idempotent); --purge also drops cached images in containerd
+  status    show components and health; exits non-zero when unhealthy
+  leftovers list anything of the cluster still on the machine; exits non-zero if any
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmd := os.Args[1]
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	repoRoot := fs.String("repo-root", "", "repository root (default: found from the working directory)")
+	nodes := fs.Int("nodes", 1, "number of nodes (up)")
+	purge := fs.Bool("purge", false, "also remove containerd's image store (down)")
+	_ = fs.Parse(os.Args[2:])
+
+	if err := run(cmd, *repoRoot, *nodes, *purge); err != nil {
+		fmt.Fprintf(os.Stderr, "localcluster %s: %v\n", cmd, err)
+		os.Exit(1)
+	}
+}
+
+func run(cmd, repoRoot string, nodes int, purge bool) error {
+	if repoRoot == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		if repoRoot, err = localcluster.FindRepoRoot(wd); err != nil {
+			return err
+		}
+	}
+	layout, err := localcluster.NewLayout(repoRoot)
+	if err != nil {
+		return err
+	}
+	progress := localcluster.NewProgress(os.Stdout)
+	switch cmd {
+	case "supervise":
+		return layout.Supervise(context.Background())
+	case "up":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return layout.Up(ctx, progress, localcluster.UpOptions{Nodes: nodes})
+	case "down":
+		return layout.Down(context.Background(), progress, purge)
+	case "status":
+		return layout.Status(context.Background(), os.Stdout)
+	case "leftovers":
+		left := layout.Leftovers(context.Background())
+		for _, l := range left {
+			fmt.Println(l)
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("%d leftovers", len(left))
+		}
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}
