@@ -30,6 +30,8 @@ type goBuild struct {
 	stagingVersion string
 	// binaries maps an output file name to its main package.
 	binaries map[string]string
+	// ldflags are extra linker flags, such as version stamps.
+	ldflags string
 	// mainSource, if set, is a main.go placed in the tools module itself,
 	// for a binary assembled from a module's packages (package ".").
 	mainSource string
@@ -78,7 +80,7 @@ func (l Layout) ensureBuilt(ctx context.Context, p *Progress, b goBuild) (string
 	sort.Strings(names)
 	for _, name := range names {
 		out := filepath.Join(tmp, name)
-		if err := runGo(ctx, src, "build", "-trimpath", "-ldflags=-s -w", "-o", out, b.binaries[name]); err != nil {
+		if err := runGo(ctx, src, "build", "-trimpath", "-ldflags=-s -w "+b.ldflags, "-o", out, b.binaries[name]); err != nil {
 			return "", fmt.Errorf("failed to build %s from %s: %w", name, b.binaries[name], err)
 		}
 	}
@@ -187,12 +189,31 @@ func kubernetesBuild(v Versions) goBuild {
 		bins[c] = "k8s.io/kubernetes/cmd/" + c
 	}
 	return goBuild{
-		name:           "kubernetes-" + v.Kubernetes,
+		name:           "kubernetes-" + v.Kubernetes + "-1",
 		require:        []string{"k8s.io/kubernetes@" + v.Kubernetes},
 		replaceFrom:    "k8s.io/kubernetes@" + v.Kubernetes,
 		stagingVersion: v.KubernetesStaging,
 		binaries:       bins,
+		ldflags:        kubernetesVersionLDFlags(v.Kubernetes),
 	}
+}
+
+// kubernetesVersionLDFlags stamps the version the release build would, so the
+// API server reports v1.x.y rather than v0.0.0-master to clients such as
+// Helm and kubectl, which compare against it.
+func kubernetesVersionLDFlags(version string) string {
+	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	var flags []string
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		flags = append(flags,
+			"-X "+pkg+".gitVersion="+version,
+			"-X "+pkg+".gitMajor="+parts[0],
+			"-X "+pkg+".gitMinor="+parts[1],
+			"-X "+pkg+".gitTreeState=clean",
+			"-X "+pkg+".buildDate=1970-01-01T00:00:00Z",
+		)
+	}
+	return strings.Join(flags, " ")
 }
 
 func etcdBuild(version string) goBuild {
@@ -273,7 +294,9 @@ func (l Layout) EnsureBinaries(ctx context.Context, p *Progress, v Versions) (Bi
 }
 
 // EtcdBinaryDir returns the binaries of the default etcd version.
-func (b Binaries) etcdDefault(v Versions) string { return b.Etcd["v"+strings.TrimPrefix(v.EtcdDefault, "v")] }
+func (b Binaries) etcdDefault(v Versions) string {
+	return b.Etcd["v"+strings.TrimPrefix(v.EtcdDefault, "v")]
+}
 
 func tail(s string, lines int) string {
 	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")

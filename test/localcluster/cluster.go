@@ -57,6 +57,7 @@ func (l Layout) Up(ctx context.Context, p *Progress, opts UpOptions) error {
 			return err
 		}
 	}
+	_ = os.RemoveAll(l.LogDir())
 	for _, dir := range []string{l.LogDir(), l.BinDir(), l.storageDir(), runDir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -259,6 +260,10 @@ func (l Layout) removeState(purge bool) error {
 	}
 	for _, e := range entries {
 		path := filepath.Join(l.StateDir, e.Name())
+		// Logs stay for a post-mortem; the next fresh up clears them.
+		if e.Name() == "logs" {
+			continue
+		}
 		if e.Name() != "nodes" {
 			if err := os.RemoveAll(path); err != nil {
 				return err

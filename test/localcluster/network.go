@@ -57,18 +57,24 @@ func (l Layout) setupNetwork(ctx context.Context, nodes []Node) error {
 	return ensureForwardGuard(ctx)
 }
 
+// ensureForwardGuard drops forwarded pod traffic that would leave through any
+// interface other than a node bridge. It lives in the mangle table, which
+// runs before filter, so no ACCEPT that kube-proxy inserts into filter's
+// FORWARD chain can let a packet past it.
 func ensureForwardGuard(ctx context.Context) error {
-	_ = run(ctx, "iptables", "-w", "-t", "filter", "-N", forwardGuardChain)
-	if err := run(ctx, "iptables", "-w", "-t", "filter", "-F", forwardGuardChain); err != nil {
+	ipt := func(args ...string) error {
+		return run(ctx, "iptables", append([]string{"-w", "-t", "mangle"}, args...)...)
+	}
+	_ = ipt("-N", forwardGuardChain)
+	if err := ipt("-F", forwardGuardChain); err != nil {
 		return err
 	}
-	if err := run(ctx, "iptables", "-w", "-t", "filter", "-A", forwardGuardChain,
-		"-s", PodCIDR, "!", "-o", "qlc+", "-m", "comment", "--comment", "localcluster: pod traffic stays on this machine",
-		"-j", "REJECT"); err != nil {
+	if err := ipt("-A", forwardGuardChain, "-s", PodCIDR, "!", "-o", "qlc+",
+		"-m", "comment", "--comment", "localcluster: pod traffic stays on this machine", "-j", "DROP"); err != nil {
 		return err
 	}
-	if run(ctx, "iptables", "-w", "-t", "filter", "-C", "FORWARD", "-j", forwardGuardChain) != nil {
-		return run(ctx, "iptables", "-w", "-t", "filter", "-I", "FORWARD", "1", "-j", forwardGuardChain)
+	if ipt("-C", "FORWARD", "-j", forwardGuardChain) != nil {
+		return ipt("-I", "FORWARD", "1", "-j", forwardGuardChain)
 	}
 	return nil
 }

@@ -26,7 +26,9 @@ type ComponentState struct {
 	LastExit string    `json:"lastExit,omitempty"`
 }
 
-func (l Layout) supervisorStatusFile() string { return filepath.Join(l.StateDir, "supervisor-status.json") }
+func (l Layout) supervisorStatusFile() string {
+	return filepath.Join(l.StateDir, "supervisor-status.json")
+}
 
 type supervisedProcess struct {
 	spec Process
@@ -180,7 +182,7 @@ func (s *supervisor) stopAll(plan Plan) {
 			cancel()
 		}
 		logf("supervisor: stopping %s", sp.spec.Name)
-		sp.stop(15 * time.Second)
+		sp.stop(5 * time.Second)
 		s.writeStatus()
 	}
 }

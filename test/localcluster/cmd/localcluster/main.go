@@ -10,6 +10,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/quorumctl/etcd-operator/test/localcluster"
 )
 
@@ -33,6 +36,9 @@ func main() {
 	nodes := fs.Int("nodes", 1, "number of nodes (up)")
 	purge := fs.Bool("purge", false, "also remove containerd's image store (down)")
 	_ = fs.Parse(os.Args[2:])
+	// The add-ons are applied with a controller-runtime client, which warns
+	// loudly when no logger is set; this tool reports through its own output.
+	ctrllog.SetLogger(logr.Discard())
 
 	if err := run(cmd, *repoRoot, *nodes, *purge); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster %s: %v\n", cmd, err)
