@@ -1,0 +1,144 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// StorageMedium selects where a member keeps its data dir.
+// +kubebuilder:validation:Enum="";Memory
+type StorageMedium string
+
+const (
+	// StorageMediumDefault keeps data on a PersistentVolumeClaim.
+	StorageMediumDefault StorageMedium = ""
+	// StorageMediumMemory keeps data on tmpfs: fast, and lost with the Pod.
+	StorageMediumMemory StorageMedium = "Memory"
+)
+
+// DefaultStorageSize is the data volume size when storage.size is not set.
+var DefaultStorageSize = resource.MustParse("1Gi")
+
+// StorageSpec describes each member's data volume. It cannot change after
+// creation except to grow: a member's volume is created once and etcd's data
+// dir cannot move between media.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.medium) ? self.medium : '') == (has(oldSelf.medium) ? oldSelf.medium : '')",message="storage.medium cannot be changed after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName cannot be changed after creation"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || (has(self.size) && quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0)",message="storage.size cannot shrink"
+// +kubebuilder:validation:XValidation:rule="!has(self.medium) || self.medium != 'Memory' || has(self.size)",message="storage.size is required when storage.medium is Memory"
+type StorageSpec struct {
+	// Size of each member's volume, or the tmpfs size limit for Memory.
+	// Defaults to 1Gi for volumes; required for Memory.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be greater than zero"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// Medium is "" for a PersistentVolumeClaim per member, or Memory for tmpfs.
+	// +optional
+	Medium StorageMedium `json:"medium,omitempty"`
+
+	// StorageClassName follows PersistentVolumeClaim semantics: unset means
+	// the default class, "" means no dynamic provisioning.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// EffectiveSize is the size a member's volume gets.
+func (s StorageSpec) EffectiveSize() resource.Quantity {
+	if s.Size != nil {
+		return *s.Size
+	}
+	return DefaultStorageSize
+}
+
+// AdditionalMetadata is merged onto the objects the operator creates; the
+// operator's own labels win on conflict.
+type AdditionalMetadata struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// AutoCompactionMode is etcd's --auto-compaction-mode.
+// +kubebuilder:validation:Enum=periodic;revision
+type AutoCompactionMode string
+
+// EtcdOptions are etcd flags with safe defaults. They apply to members
+// created after a change.
+type EtcdOptions struct {
+	// QuotaBackendBytes is --quota-backend-bytes.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	QuotaBackendBytes *int64 `json:"quotaBackendBytes,omitempty"`
+
+	// AutoCompactionMode is --auto-compaction-mode.
+	// +optional
+	AutoCompactionMode AutoCompactionMode `json:"autoCompactionMode,omitempty"`
+
+	// AutoCompactionRetention is --auto-compaction-retention, such as 1h or 1000.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$|^[0-9]+$`
+	// +optional
+	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
+
+	// SnapshotCount is --snapshot-count (raft log entries between snapshots).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	SnapshotCount *int64 `json:"snapshotCount,omitempty"`
+}
+
+// MemberTemplate is everything that shapes one member. The cluster's spec
+// carries it, status.observed latches it, and each EtcdMember is created with
+// a copy, so a member never changes under a running Pod.
+type MemberTemplate struct {
+	// Version is the etcd release to run, such as 3.6.16.
+	// +kubebuilder:default="3.6.16"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+[.][0-9]+[.][0-9]+$')",message="version must be an etcd release in MAJOR.MINOR.PATCH form, such as 3.6.16"
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Storage of each member.
+	// +kubebuilder:default={}
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// Resources of the etcd container. Defaults to requests of 100m CPU and 128Mi memory.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Affinity of member Pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// TopologySpreadConstraints of member Pods.
+	// +optional
+	// +listType=atomic
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// NodeSelector of member Pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of member Pods.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// PriorityClassName of member Pods.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// ImagePullSecrets of member Pods.
+	// +optional
+	// +listType=atomic
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// AdditionalMetadata is merged onto member Pods, volumes and Services.
+	// +optional
+	AdditionalMetadata *AdditionalMetadata `json:"additionalMetadata,omitempty"`
+
+	// Options are etcd flags.
+	// +optional
+	Options *EtcdOptions `json:"options,omitempty"`
+}

@@ -1,0 +1,64 @@
+package v1alpha1
+
+// Condition types of an EtcdCluster. Every condition is written on every pass
+// and always carries one of the reasons below.
+const (
+	// AvailableCondition is True when etcd has quorum and the client Service
+	// has at least one ready voter behind it.
+	AvailableCondition = "Available"
+	// ReadyCondition is True when every desired member is a ready voter and no
+	// operation is in flight: the cluster is what the spec asks for.
+	// kubectl wait --for=condition=Ready, helm --wait and GitOps tools use it.
+	ReadyCondition = "Ready"
+	// ProgressingCondition is True while the operator works towards a target.
+	ProgressingCondition = "Progressing"
+)
+
+// Reasons shared by several conditions.
+const (
+	// BootstrappingReason: the seed member is forming the cluster.
+	BootstrappingReason = "Bootstrapping"
+	// BootstrapFailedReason: the cluster did not form before the progress
+	// deadline. Terminal: delete and re-create the EtcdCluster.
+	BootstrapFailedReason = "BootstrapFailed"
+	// DeadlineExceededReason: a formed cluster did not reach its target before
+	// the progress deadline. Editing the spec resumes the work.
+	DeadlineExceededReason = "DeadlineExceeded"
+	// EtcdUnreachableReason: no member answered; the operator retries with
+	// backoff and changes nothing until one does.
+	EtcdUnreachableReason = "EtcdUnreachable"
+	// ScalingUpReason: members are being added, one learner at a time.
+	ScalingUpReason = "ScalingUp"
+	// ScalingDownReason: members are being removed, one at a time.
+	ScalingDownReason = "ScalingDown"
+	// PromotingLearnerReason: a caught-up learner is being made a voter.
+	PromotingLearnerReason = "PromotingLearner"
+	// MembersNotReadyReason: the member count is right but some are not ready.
+	MembersNotReadyReason = "MembersNotReady"
+	// WaitingForQuorumReason: a membership change waits until removing a
+	// member would leave the remaining voters with quorum.
+	WaitingForQuorumReason = "WaitingForQuorum"
+)
+
+// Reasons of the Available condition.
+const (
+	// QuorumAvailableReason: a quorum of voters is healthy and serving.
+	QuorumAvailableReason = "QuorumAvailable"
+	// QuorumLostReason: fewer than a quorum of voters are healthy.
+	QuorumLostReason = "QuorumLost"
+	// NoReadyVoterReason: quorum holds but no voter Pod is ready, so the
+	// client Service has no endpoint.
+	NoReadyVoterReason = "NoReadyVoter"
+)
+
+// Reasons of the Ready condition.
+const (
+	// MembersReadyReason: every desired member is a ready voter.
+	MembersReadyReason = "MembersReady"
+)
+
+// Reasons of the Progressing condition.
+const (
+	// ReconciledReason: the latched target is reached; nothing is in flight.
+	ReconciledReason = "Reconciled"
+)

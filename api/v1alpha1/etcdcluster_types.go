@@ -1,0 +1,158 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultEtcdVersion is the etcd release a cluster runs when spec.version is
+// empty; it must match ETCD_DEFAULT_VERSION in versions.env and the default
+// marker on MemberTemplate.Version.
+const DefaultEtcdVersion = "3.6.16"
+
+// EtcdClusterSpec is the desired state of an etcd cluster.
+type EtcdClusterSpec struct {
+	// Replicas is the number of etcd members. Use an odd number: 3 tolerates
+	// one failure, 5 tolerates two.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="replicas cannot be negative"
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// ProgressDeadlineSeconds is how long the operator works towards a target
+	// (bootstrap or a scale) before it reports the target as failed.
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	MemberTemplate `json:",inline"`
+}
+
+// ObservedClusterSpec is the target the operator is working towards, latched
+// from the spec. A new spec is adopted only when this target is reached, or
+// once its deadline has passed, so a scale is never reversed half-way.
+type ObservedClusterSpec struct {
+	Replicas int32 `json:"replicas"`
+
+	MemberTemplate `json:",inline"`
+}
+
+// MemberRole is a member's place in etcd's membership.
+// +kubebuilder:validation:Enum=Voter;Learner
+type MemberRole string
+
+const (
+	// MemberRoleVoter votes in raft and serves clients.
+	MemberRoleVoter MemberRole = "Voter"
+	// MemberRoleLearner replicates the log but neither votes nor serves clients.
+	MemberRoleLearner MemberRole = "Learner"
+)
+
+// MemberSummary is one member as the cluster sees it.
+type MemberSummary struct {
+	// Name of the EtcdMember and of its Pod.
+	Name string `json:"name"`
+	// ID is etcd's member ID in hex, once known.
+	// +optional
+	ID string `json:"id,omitempty"`
+	// Role in etcd's membership, once known.
+	// +optional
+	Role MemberRole `json:"role,omitempty"`
+	// Ready is true when the member's Pod is ready and etcd lists the member.
+	Ready bool `json:"ready"`
+	// Version is the etcd version the member runs.
+	// +optional
+	Version string `json:"version,omitempty"`
+}
+
+// EtcdClusterStatus is the observed state of an etcd cluster.
+type EtcdClusterStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Available, Ready and Progressing. See the condition
+	// constants in this package for their reasons.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Observed is the latched target the operator is working towards.
+	// +optional
+	Observed *ObservedClusterSpec `json:"observed,omitempty"`
+
+	// ProgressDeadline is when the current target is abandoned if not reached.
+	// +optional
+	ProgressDeadline *metav1.Time `json:"progressDeadline,omitempty"`
+
+	// ClusterID is etcd's cluster ID in hex, latched once the seed has formed
+	// the cluster. Once set, no member is ever started with
+	// --initial-cluster-state=new again.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+
+	// ClusterToken is etcd's --initial-cluster-token, unique to this object.
+	// +optional
+	ClusterToken string `json:"clusterToken,omitempty"`
+
+	// Selector selects the member Pods, for the scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// ReadyMembers counts members whose Pod is ready and whom etcd lists.
+	// +optional
+	ReadyMembers int32 `json:"readyMembers,omitempty"`
+
+	// Members summarises each member.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Members []MemberSummary `json:"members,omitempty"`
+}
+
+// EtcdCluster is an etcd cluster run by the operator.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.readyMembers,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=etcd;etcds,categories=etcd
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyMembers`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec EtcdClusterSpec `json:"spec,omitempty"`
+	// +optional
+	Status EtcdClusterStatus `json:"status,omitempty"`
+}
+
+// EtcdClusterList is a list of EtcdClusters.
+//
+// +kubebuilder:object:root=true
+type EtcdClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdCluster{}, &EtcdClusterList{})
+}
+
+// DesiredReplicas is spec.replicas with its default applied.
+func (c *EtcdCluster) DesiredReplicas() int32 {
+	if c.Spec.Replicas == nil {
+		return 3
+	}
+	return *c.Spec.Replicas
+}
+
+// ClusterFormed reports whether the seed has formed the cluster: from then on
+// an empty data dir means lost data, never a pending bootstrap.
+func (c *EtcdCluster) ClusterFormed() bool { return c.Status.ClusterID != "" }

@@ -1,0 +1,26 @@
+package v1alpha1
+
+// Condition types of an EtcdMember.
+const (
+	// MemberReadyCondition is True when the member's Pod is ready and etcd
+	// lists the member.
+	MemberReadyCondition = "Ready"
+)
+
+// Reasons of the member Ready condition.
+const (
+	// MemberReadyReason: the Pod is ready and etcd lists the member.
+	MemberReadyReason = "PodReady"
+	// MemberPendingReason: the member is still being added to etcd; its Pod
+	// is not created until etcd's member list is copied into the spec.
+	MemberPendingReason = "Adding"
+	// MemberPodNotReadyReason: the Pod exists but is not ready.
+	MemberPodNotReadyReason = "PodNotReady"
+	// MemberPodMissingReason: the Pod does not exist (yet).
+	MemberPodMissingReason = "PodMissing"
+	// MemberNotListedReason: the Pod is ready but etcd's member list does not
+	// (yet) name this member.
+	MemberNotListedReason = "NotListed"
+	// MemberRemovingReason: the member is being removed from etcd.
+	MemberRemovingReason = "Removing"
+)

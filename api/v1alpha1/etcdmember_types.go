@@ -1,0 +1,109 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// EtcdMemberSpec is one etcd member. The operator writes it; users do not.
+type EtcdMemberSpec struct {
+	// ClusterName is the owning EtcdCluster.
+	// +kubebuilder:validation:MinLength=1
+	ClusterName string `json:"clusterName"`
+
+	// Bootstrap marks the seed, the one member that formed the cluster. It is
+	// a permanent record of identity, not a phase: whether the member may
+	// start with --initial-cluster-state=new is derived from status.
+	// +optional
+	Bootstrap bool `json:"bootstrap,omitempty"`
+
+	// InitialCluster is etcd's --initial-cluster for this member's first
+	// start, taken from etcd's own member list when the member was added.
+	// Empty while the member is still being added; no Pod exists until then.
+	// +optional
+	InitialCluster string `json:"initialCluster,omitempty"`
+
+	// ClusterToken is etcd's --initial-cluster-token.
+	ClusterToken string `json:"clusterToken"`
+
+	MemberTemplate `json:",inline"`
+}
+
+// EtcdMemberStatus is the observed state of one member.
+type EtcdMemberStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// MemberID is etcd's ID for this member in hex, latched from etcd's
+	// member list by the cluster controller.
+	// +optional
+	MemberID string `json:"memberID,omitempty"`
+
+	// Role is the member's role in etcd's membership, from etcd's member list.
+	// +optional
+	Role MemberRole `json:"role,omitempty"`
+
+	// PodName and PodUID identify the Pod that runs this member.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// +optional
+	PodUID types.UID `json:"podUID,omitempty"`
+
+	// Version is the etcd version the member reports running.
+	// +optional
+	Version string `json:"version,omitempty"`
+}
+
+// EtcdMember is one etcd member, owning its Pod and data volume.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=etcd
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="ID",type=string,JSONPath=`.status.memberID`
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.status.role`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdMember struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec EtcdMemberSpec `json:"spec"`
+	// +optional
+	Status EtcdMemberStatus `json:"status,omitempty"`
+}
+
+// EtcdMemberList is a list of EtcdMembers.
+//
+// +kubebuilder:object:root=true
+type EtcdMemberList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdMember `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdMember{}, &EtcdMemberList{})
+}
+
+// Pending reports a member whose etcd-side add is not finished: no Pod may
+// start until etcd's member list has been copied into spec.initialCluster.
+func (m *EtcdMember) Pending() bool { return m.Spec.InitialCluster == "" }
+
+// InitialClusterState derives --initial-cluster-state. "new" is a phase of the
+// cluster, not a property of the seed: it is given only while nothing says the
+// cluster exists, so a seed whose data dir is later lost fails loudly under
+// "existing" instead of quietly forming a fresh one-member cluster.
+func InitialClusterState(m *EtcdMember, clusterFormed bool) string {
+	if m.Spec.Bootstrap && m.Status.MemberID == "" && !clusterFormed {
+		return "new"
+	}
+	return "existing"
+}

@@ -1,0 +1,8 @@
+// Package pvc builds and creates the PersistentVolumeClaim that holds one etcd
+// member's data dir.
+//
+// The claim is owned by the EtcdMember, not by its Pod, so the data outlives
+// any number of Pod restarts and re-creations and is only garbage-collected
+// when the member itself is gone (after it has been removed from etcd).
+// Members on the Memory medium have no claim at all.
+package pvc

@@ -1,0 +1,128 @@
+package pvc
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+// NotOwnedError reports a claim with the member's claim name that is not
+// controlled by the member. It is never adopted: a claim left behind by an
+// earlier member of the same name holds another member's data, and starting
+// this member on it would give etcd two members with one identity.
+type NotOwnedError struct {
+	Namespace string
+	Name      string
+	// OwnerUID is the member UID the claim should have been controlled by.
+	OwnerUID types.UID
+	// Controller is the claim's actual controller, nil if it has none.
+	Controller *metav1.OwnerReference
+}
+
+func (e *NotOwnedError) Error() string {
+	if e.Controller == nil {
+		return fmt.Sprintf("PersistentVolumeClaim %s/%s exists without a controller; refusing to adopt it for EtcdMember UID %s",
+			e.Namespace, e.Name, e.OwnerUID)
+	}
+	return fmt.Sprintf("PersistentVolumeClaim %s/%s is controlled by %s %s (UID %s), not by EtcdMember UID %s",
+		e.Namespace, e.Name, e.Controller.Kind, e.Controller.Name, e.Controller.UID, e.OwnerUID)
+}
+
+// Build returns the data volume claim of a member, or nil for a member on the
+// Memory medium, which keeps its data in the Pod.
+//
+// The claim is owned by the member rather than by its Pod so that it outlives
+// every Pod the member runs in.
+func Build(m *v1alpha1.EtcdMember) *corev1.PersistentVolumeClaim {
+	if m.Spec.Storage.Medium == v1alpha1.StorageMediumMemory {
+		return nil
+	}
+
+	labels := map[string]string{}
+	var annotations map[string]string
+	if md := m.Spec.AdditionalMetadata; md != nil {
+		maps.Copy(labels, md.Labels)
+		if len(md.Annotations) > 0 {
+			annotations = maps.Clone(md.Annotations)
+		}
+	}
+	// The role label belongs on Pods only; a volume never receives traffic.
+	delete(labels, v1alpha1.RoleLabel)
+	maps.Copy(labels, v1alpha1.MemberLabels(m.Spec.ClusterName, m.Name))
+
+	var storageClass *string
+	if m.Spec.Storage.StorageClassName != nil {
+		storageClass = ptr.To(*m.Spec.Storage.StorageClassName)
+	}
+
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        v1alpha1.DataVolumeClaimName(m.Name),
+			Namespace:   m.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1alpha1.GroupVersion.String(),
+				Kind:       "EtcdMember",
+				Name:       m.Name,
+				UID:        m.UID,
+				Controller: ptr.To(true),
+				// A foreground deletion of the member waits for its data.
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			// Exactly one Pod of a member ever runs at a time; the operator,
+			// not the access mode, enforces that, since ReadWriteOncePod is
+			// unsupported by non-CSI provisioners.
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: m.Spec.Storage.EffectiveSize()},
+			},
+			// Copied as-is: nil asks for the default class, "" for none.
+			StorageClassName: storageClass,
+		},
+	}
+}
+
+// Ensure returns the member's claim, creating it if it does not exist, or nil
+// for a Memory member.
+//
+// An existing claim is never updated: its class and access modes are
+// immutable, and growing it is a resize with its own failure modes, not a
+// side effect of reconciling. A claim of that name not controlled by this
+// member's UID yields a *NotOwnedError.
+func Ensure(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember) (*corev1.PersistentVolumeClaim, error) {
+	desired := Build(m)
+	if desired == nil {
+		return nil, nil
+	}
+	key := client.ObjectKeyFromObject(desired)
+
+	existing := &corev1.PersistentVolumeClaim{}
+	err := c.Get(ctx, key, existing)
+	switch {
+	case err == nil:
+		ref := metav1.GetControllerOf(existing)
+		if ref == nil || ref.UID != m.UID {
+			return nil, &NotOwnedError{Namespace: existing.Namespace, Name: existing.Name, OwnerUID: m.UID, Controller: ref}
+		}
+		return existing, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("failed to get PersistentVolumeClaim %s: %w", key, err)
+	}
+
+	if err := c.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
+		return nil, fmt.Errorf("failed to create PersistentVolumeClaim %s: %w", key, err)
+	}
+	return desired, nil
+}

@@ -1,0 +1,172 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+)
+
+// reconcileBootstrap forms the cluster from a single seed. The seed is found
+// by its spec.bootstrap flag, never by list order, and the cluster counts as
+// formed only when etcd, asked through the seed alone, lists exactly the seed.
+func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if s.desiredReplicas() == 0 {
+		return ctrl.Result{}, nil
+	}
+	seed := s.seed()
+	if seed == nil {
+		if len(s.deleting) > 0 {
+			s.setProgress(v1alpha1.BootstrappingReason, "waiting for %d member(s) to finish deleting", len(s.deleting))
+			return ctrl.Result{}, nil
+		}
+		// The cache can trail a create made moments ago; a second seed would
+		// form a second cluster, so ask the API server itself.
+		if exists, err := r.liveSeedExists(ctx, s.cluster); err != nil || exists {
+			return ctrl.Result{RequeueAfter: requeueSoon}, err
+		}
+		log.Info("Creating the seed member")
+		created, err := r.createMember(ctx, s, true)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		s.setProgress(v1alpha1.BootstrappingReason, "created seed member %s", created.Name)
+		return ctrl.Result{}, r.setInitialCluster(ctx, created, fmt.Sprintf("%s=%s", created.Name, r.peerURL(created)))
+	}
+	if seed.Pending() {
+		s.setProgress(v1alpha1.BootstrappingReason, "configuring seed member %s", seed.Name)
+		return ctrl.Result{}, r.setInitialCluster(ctx, seed, fmt.Sprintf("%s=%s", seed.Name, r.peerURL(seed)))
+	}
+	if !s.podReady(seed.Name) {
+		s.setProgress(v1alpha1.BootstrappingReason, "waiting for seed member %s to start", seed.Name)
+		return ctrl.Result{}, nil
+	}
+	list, err := r.seedMemberList(ctx, seed)
+	if err != nil {
+		s.setProgress(v1alpha1.BootstrappingReason, "seed member %s does not answer yet: %v", seed.Name, err)
+		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
+	}
+	if len(list.Members) != 1 || !r.isSeed(list.Members[0], seed) {
+		// Anything but the seed alone means this is not the cluster the seed
+		// formed; latching its ID would bless the wrong cluster.
+		s.setProgress(v1alpha1.BootstrappingReason, "seed member %s reports %d members; expected only itself", seed.Name, len(list.Members))
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
+	}
+	s.cluster.Status.ClusterID = etcd.FormatMemberID(list.ClusterID)
+	log.Info("Cluster formed", "clusterID", s.cluster.Status.ClusterID, "seed", seed.Name)
+	r.event(s.cluster, corev1.EventTypeNormal, "ClusterFormed", "Bootstrap",
+		"Seed member %s formed etcd cluster %s", seed.Name, s.cluster.Status.ClusterID)
+	if err := r.patchMemberStatus(ctx, seed, list.Members[0].IDString(), v1alpha1.MemberRoleVoter); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+}
+
+func (r *Reconciler) isSeed(m etcd.Member, seed *v1alpha1.EtcdMember) bool {
+	if m.Name == seed.Name {
+		return true
+	}
+	for _, u := range m.PeerURLs {
+		if u == r.peerURL(seed) {
+			return true
+		}
+	}
+	return false
+}
+
+// seedMemberList asks the seed, and only the seed, for the membership.
+func (r *Reconciler) seedMemberList(ctx context.Context, seed *v1alpha1.EtcdMember) (etcd.MemberList, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdInspectTimeout)
+	defer cancel()
+	c, err := r.Dialer.Dial(ctx, []string{r.clientURL(seed)})
+	if err != nil {
+		return etcd.MemberList{}, err
+	}
+	defer c.Close()
+	return c.MemberList(ctx)
+}
+
+func (r *Reconciler) liveSeedExists(ctx context.Context, cluster *v1alpha1.EtcdCluster) (bool, error) {
+	var live v1alpha1.EtcdMemberList
+	if err := r.APIReader.List(ctx, &live, client.InNamespace(cluster.Namespace),
+		client.MatchingLabels{v1alpha1.ClusterLabel: cluster.Name}); err != nil {
+		return false, fmt.Errorf("failed to list EtcdMembers of %s: %w", cluster.Name, err)
+	}
+	for _, m := range live.Items {
+		if m.Spec.Bootstrap && isControlledBy(&m, cluster) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// createMember creates an EtcdMember from the latched target. Its
+// spec.initialCluster stays empty until etcd's side of the add is done, so
+// no Pod can start with a membership etcd has not agreed to.
+func (r *Reconciler) createMember(ctx context.Context, s *scope, seed bool) (*v1alpha1.EtcdMember, error) {
+	c := s.cluster
+	tmpl := c.Status.Observed.MemberTemplate.DeepCopy()
+	labels := map[string]string{}
+	if tmpl.AdditionalMetadata != nil {
+		for k, v := range tmpl.AdditionalMetadata.Labels {
+			labels[k] = v
+		}
+	}
+	for k, v := range v1alpha1.ClusterLabels(c.Name) {
+		labels[k] = v
+	}
+	m := &v1alpha1.EtcdMember{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: v1alpha1.MemberNamePrefix(c.Name),
+			Namespace:    c.Namespace,
+			Labels:       labels,
+		},
+		Spec: v1alpha1.EtcdMemberSpec{
+			ClusterName:    c.Name,
+			Bootstrap:      seed,
+			ClusterToken:   c.Status.ClusterToken,
+			MemberTemplate: *tmpl,
+		},
+	}
+	if err := controllerutil.SetControllerReference(c, m, r.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Create(ctx, m); err != nil {
+		return nil, fmt.Errorf("failed to create EtcdMember for %s: %w", c.Name, err)
+	}
+	return m, nil
+}
+
+func (r *Reconciler) setInitialCluster(ctx context.Context, m *v1alpha1.EtcdMember, initialCluster string) error {
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Spec.InitialCluster = initialCluster
+	if err := r.Patch(ctx, m, patch); err != nil {
+		return fmt.Errorf("failed to set initialCluster of EtcdMember %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// patchMemberStatus records what etcd says about a member. Only memberID and
+// role are sent, so the member controller's own status fields are untouched.
+func (r *Reconciler) patchMemberStatus(ctx context.Context, m *v1alpha1.EtcdMember, id string, role v1alpha1.MemberRole) error {
+	if m.Status.MemberID == id && m.Status.Role == role {
+		return nil
+	}
+	patch := client.MergeFrom(m.DeepCopy())
+	if m.Status.MemberID == "" {
+		m.Status.MemberID = id
+	}
+	m.Status.Role = role
+	if err := r.Status().Patch(ctx, m, patch); err != nil {
+		return fmt.Errorf("failed to patch status of EtcdMember %s: %w", m.Name, err)
+	}
+	return nil
+}

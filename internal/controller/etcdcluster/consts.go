@@ -1,0 +1,17 @@
+package etcdcluster
+
+import "time"
+
+// Requeue intervals. Most progress is driven by watches on members and Pods;
+// these cover what no Kubernetes object announces, such as etcd catching a
+// learner up or refusing a change for a few seconds after a promotion.
+const (
+	requeueSoon         = 500 * time.Millisecond
+	requeueLearnerSync  = time.Second
+	requeueEtcdRefused  = 2 * time.Second
+	requeueUnreachable  = 5 * time.Second
+	requeueQuorumWait   = 5 * time.Second
+	requeueSteadyState  = 5 * time.Minute
+	etcdInspectTimeout  = 5 * time.Second
+	defaultDeadlineSecs = 600
+)

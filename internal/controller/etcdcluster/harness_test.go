@@ -1,0 +1,169 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
+)
+
+const (
+	testNS     = "ns"
+	testName   = "demo"
+	testDomain = "cluster.local"
+)
+
+// harness runs the reconciler against controller-runtime's fake client and
+// the scriptable etcd fake.
+type harness struct {
+	t      *testing.T
+	g      *WithT
+	c      client.Client
+	etcd   *etcdfake.Fake
+	r      *Reconciler
+	now    time.Time
+	events *events.FakeRecorder
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c := fakeclient.NewClientBuilder().WithScheme(scheme).
+		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdMember{}).Build()
+	h := &harness{t: t, g: NewWithT(t), c: c, etcd: etcdfake.New(), now: time.Unix(1_700_000_000, 0), events: events.NewFakeRecorder(100)}
+	h.r = &Reconciler{Client: c, APIReader: c, Dialer: h.etcd, ClusterDomain: testDomain, Recorder: h.events,
+		Now: func() time.Time { return h.now }}
+	return h
+}
+
+func (h *harness) createCluster(replicas int32) *v1alpha1.EtcdCluster {
+	h.t.Helper()
+	c := &v1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS, UID: types.UID("uid-" + testName), Generation: 1},
+		Spec:       v1alpha1.EtcdClusterSpec{Replicas: ptr.To(replicas)},
+	}
+	h.g.Expect(h.c.Create(context.Background(), c)).To(Succeed())
+	return c
+}
+
+func (h *harness) reconcile() ctrl.Result {
+	h.t.Helper()
+	res, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: testNS, Name: testName}})
+	h.g.Expect(err).NotTo(HaveOccurred())
+	return res
+}
+
+func (h *harness) cluster() *v1alpha1.EtcdCluster {
+	h.t.Helper()
+	c := &v1alpha1.EtcdCluster{}
+	h.g.Expect(h.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: testName}, c)).To(Succeed())
+	return c
+}
+
+func (h *harness) members() []v1alpha1.EtcdMember {
+	h.t.Helper()
+	var list v1alpha1.EtcdMemberList
+	h.g.Expect(h.c.List(context.Background(), &list, client.InNamespace(testNS))).To(Succeed())
+	return list.Items
+}
+
+func (h *harness) member(name string) *v1alpha1.EtcdMember {
+	h.t.Helper()
+	m := &v1alpha1.EtcdMember{}
+	h.g.Expect(h.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: name}, m)).To(Succeed())
+	return m
+}
+
+func peerURL(name string) string   { return v1alpha1.PeerURL(name, testName, testNS, testDomain) }
+func clientURL(name string) string { return v1alpha1.ClientURL(name, testName, testNS, testDomain) }
+
+// addMember creates an EtcdMember the way the controller does, optionally
+// with its etcd-side add already finished.
+func (h *harness) addMember(name string, age time.Duration, seed, pending bool) *v1alpha1.EtcdMember {
+	h.t.Helper()
+	cl := h.cluster()
+	m := &v1alpha1.EtcdMember{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: testNS, Labels: v1alpha1.ClusterLabels(testName),
+			CreationTimestamp: metav1.NewTime(h.now.Add(-age)),
+		},
+		Spec: v1alpha1.EtcdMemberSpec{ClusterName: testName, Bootstrap: seed, ClusterToken: "tok",
+			MemberTemplate: v1alpha1.MemberTemplate{Version: v1alpha1.DefaultEtcdVersion}},
+	}
+	if !pending {
+		m.Spec.InitialCluster = name + "=" + peerURL(name)
+	}
+	h.g.Expect(controllerutil.SetControllerReference(cl, m, h.c.Scheme())).To(Succeed())
+	h.g.Expect(h.c.Create(context.Background(), m)).To(Succeed())
+	return m
+}
+
+// readyPod creates the member's Pod, passing its readiness probe.
+func (h *harness) readyPod(name string) {
+	h.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, Labels: v1alpha1.MemberLabels(testName, name)},
+		Status: corev1.PodStatus{
+			PodIP:      "10.0.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	h.g.Expect(h.c.Create(context.Background(), p)).To(Succeed())
+}
+
+// formed builds a formed cluster of ready voters in Kubernetes and in etcd.
+func (h *harness) formed(replicas int32, names ...string) {
+	h.t.Helper()
+	h.createCluster(replicas)
+	for i, n := range names {
+		m := h.addMember(n, time.Duration(len(names)-i)*time.Minute, i == 0, false)
+		h.readyPod(n)
+		em := h.etcd.AddVoter(n, peerURL(n), clientURL(n))
+		h.setMemberStatus(m, em.IDString(), v1alpha1.MemberRoleVoter)
+	}
+	cl := h.cluster()
+	cl.Status.ClusterID = fmt.Sprintf("%016x", etcdfake.DefaultClusterID)
+	cl.Status.ClusterToken = "tok"
+	cl.Status.Observed = &v1alpha1.ObservedClusterSpec{
+		Replicas: replicas, MemberTemplate: v1alpha1.MemberTemplate{Version: v1alpha1.DefaultEtcdVersion},
+	}
+	deadline := metav1.NewTime(h.now.Add(10 * time.Minute))
+	cl.Status.ProgressDeadline = &deadline
+	h.g.Expect(h.c.Status().Update(context.Background(), cl)).To(Succeed())
+}
+
+func (h *harness) setMemberStatus(m *v1alpha1.EtcdMember, id string, role v1alpha1.MemberRole) {
+	h.t.Helper()
+	m = h.member(m.Name)
+	m.Status.MemberID, m.Status.Role = id, role
+	h.g.Expect(h.c.Status().Update(context.Background(), m)).To(Succeed())
+}
+
+func (h *harness) condition(t string) metav1.Condition {
+	h.t.Helper()
+	for _, c := range h.cluster().Status.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	h.t.Fatalf("condition %s not set", t)
+	return metav1.Condition{}
+}

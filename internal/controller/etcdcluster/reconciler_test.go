@@ -1,0 +1,241 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
+)
+
+func TestBootstrap_SingleSeedThenClusterIDLatch(t *testing.T) {
+	h := newHarness(t)
+	h.createCluster(3)
+
+	h.reconcile()
+	members := h.members()
+	h.g.Expect(members).To(HaveLen(1), "exactly one seed")
+	seed := members[0]
+	h.g.Expect(seed.Spec.Bootstrap).To(BeTrue())
+	h.g.Expect(seed.Name).To(HavePrefix(testName + "-"))
+	h.g.Expect(seed.Spec.InitialCluster).To(Equal(seed.Name + "=" + peerURL(seed.Name)))
+	h.g.Expect(seed.Spec.ClusterToken).To(Equal("etcd-uid-" + testName))
+
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(1), "no second seed while the first starts")
+	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.BootstrappingReason))
+
+	h.readyPod(seed.Name)
+	em := h.etcd.AddVoter(seed.Name, peerURL(seed.Name), clientURL(seed.Name))
+	h.reconcile()
+	h.g.Expect(h.cluster().Status.ClusterID).To(Equal(fmt.Sprintf("%016x", etcdfake.DefaultClusterID)))
+	latched := h.member(seed.Name)
+	h.g.Expect(latched.Status.MemberID).To(Equal(em.IDString()))
+	h.g.Expect(latched.Status.Role).To(Equal(v1alpha1.MemberRoleVoter))
+	h.g.Expect(h.etcd.Dialed).To(ContainElement([]string{clientURL(seed.Name)}), "discovery asks the seed alone")
+}
+
+func TestBootstrap_RefusesToLatchWhenSeedListsOthers(t *testing.T) {
+	h := newHarness(t)
+	h.createCluster(3)
+	h.reconcile()
+	seed := h.members()[0]
+	h.readyPod(seed.Name)
+	h.etcd.AddVoter(seed.Name, peerURL(seed.Name), clientURL(seed.Name))
+	h.etcd.AddVoter("stranger", "http://stranger:2380", "http://stranger:2379")
+	h.reconcile()
+	h.g.Expect(h.cluster().Status.ClusterID).To(BeEmpty())
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("expected only itself"))
+}
+
+func TestAvailableButNotReadyWithOnlyTheSeed(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.etcd.FailNext(etcd.OpMemberAddAsLearner, etcdfake.ErrUnreachable) // keep the scale-up from finishing
+	h.reconcile()
+	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Status).To(Equal(metav1.ConditionTrue))
+	ready := h.condition(v1alpha1.ReadyCondition)
+	h.g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	h.g.Expect(ready.Reason).To(Equal(v1alpha1.ScalingUpReason))
+}
+
+func TestScaleUp_CreateAddPatchInOnePass(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
+	var added *v1alpha1.EtcdMember
+	for _, m := range h.members() {
+		if m.Name != "demo-a" {
+			added = &m
+		}
+	}
+	h.g.Expect(added).NotTo(BeNil())
+	h.g.Expect(h.etcd.AddedLearners[0]).To(Equal([]string{peerURL(added.Name)}))
+	h.g.Expect(added.Spec.InitialCluster).To(Equal(
+		strings.Join(sortedPair("demo-a="+peerURL("demo-a"), added.Name+"="+peerURL(added.Name)), ",")))
+
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(2), "no second add while the learner has not started")
+	h.g.Expect(h.etcd.Promoted).To(BeEmpty(), "a learner without a ready Pod is not promoted")
+}
+
+// The three crash points of a scale-up: after Create, after AddLearner, and
+// after the Patch. Each pass must finish the work without repeating any of it.
+func TestCrashRecovery_AfterCreateBeforeAdd(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b")
+	h.addMember("demo-c", 0, false, true)
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(Equal([][]string{{peerURL("demo-c")}}))
+	h.g.Expect(h.member("demo-c").Spec.InitialCluster).To(ContainSubstring("demo-c=" + peerURL("demo-c")))
+	h.g.Expect(h.members()).To(HaveLen(3), "the half-created member is finished, not replaced")
+}
+
+func TestCrashRecovery_AfterAddBeforePatch(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b")
+	h.addMember("demo-c", 0, false, true)
+	h.etcd.AddLearner(peerURL("demo-c"))
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(BeEmpty(), "the add is never issued twice")
+	h.g.Expect(h.etcd.Promoted).To(BeEmpty(), "the half-added member is finished before any promotion")
+	ic := h.member("demo-c").Spec.InitialCluster
+	h.g.Expect(strings.Split(ic, ",")).To(ConsistOf(
+		"demo-a="+peerURL("demo-a"), "demo-b="+peerURL("demo-b"), "demo-c="+peerURL("demo-c")))
+}
+
+func TestCrashRecovery_AfterPatchPromotesOnceReady(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b")
+	h.addMember("demo-c", 0, false, false)
+	learner := h.etcd.AddLearner(peerURL("demo-c"))
+	h.reconcile()
+	h.g.Expect(h.etcd.Promoted).To(BeEmpty(), "not before its Pod is ready")
+
+	h.readyPod("demo-c")
+	h.etcd.StartMember(learner.ID, "demo-c", clientURL("demo-c"))
+	h.etcd.SetLearnerReady(learner.ID, false)
+	h.reconcile()
+	h.g.Expect(h.etcd.Promoted).To(BeEmpty(), "etcd refuses while the learner catches up")
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Reason).To(Equal(v1alpha1.PromotingLearnerReason))
+
+	h.etcd.SetLearnerReady(learner.ID, true)
+	h.reconcile()
+	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}))
+	h.reconcile()
+	h.g.Expect(h.member("demo-c").Status.Role).To(Equal(v1alpha1.MemberRoleVoter))
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	h.g.Expect(h.etcd.AddedLearners).To(BeEmpty())
+}
+
+func TestOrphanLearnerIsRemoved(t *testing.T) {
+	h := newHarness(t)
+	h.formed(1, "demo-a")
+	orphan := h.etcd.AddLearner("http://gone.demo.ns.svc.cluster.local:2380")
+	h.reconcile()
+	h.g.Expect(h.etcd.Removed).To(Equal([]uint64{orphan.ID}))
+}
+
+func TestScaleDown_NewestAfterQuorumCheck(t *testing.T) {
+	h := newHarness(t)
+	h.formed(2, "demo-a", "demo-b", "demo-c")
+	h.reconcile()
+	var left []string
+	for _, m := range h.members() {
+		if m.DeletionTimestamp.IsZero() {
+			left = append(left, m.Name)
+		}
+	}
+	h.g.Expect(left).To(ConsistOf("demo-a", "demo-b"), "the newest member goes")
+}
+
+func TestScaleDown_WaitsWhenQuorumWouldBreak(t *testing.T) {
+	h := newHarness(t)
+	h.formed(2, "demo-a", "demo-b", "demo-c")
+	// demo-b is unhealthy, though its Pod still reads ready; removing demo-c
+	// would leave one healthy voter of two.
+	h.etcd.SetEndpointError(clientURL("demo-b"), etcdfake.ErrUnreachable)
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(3))
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Reason).To(Equal(v1alpha1.ScalingDownReason))
+}
+
+func TestScaleDown_MovesLeadershipFirst(t *testing.T) {
+	h := newHarness(t)
+	h.formed(2, "demo-a", "demo-b", "demo-c")
+	var leader uint64
+	for _, m := range h.etcd.Members() {
+		if m.Name == "demo-c" {
+			leader = m.ID
+		}
+	}
+	h.etcd.SetLeader(leader)
+	h.reconcile()
+	h.g.Expect(h.etcd.MovedLeader).To(HaveLen(1))
+	h.g.Expect(h.members()).To(HaveLen(3), "the leader is not removed in the same pass")
+}
+
+func TestSpecChangeIsAdoptedOnlyWhenTargetReached(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.etcd.FailNext(etcd.OpMemberAddAsLearner, etcdfake.ErrUnreachable)
+	h.reconcile()
+	cl := h.cluster()
+	cl.Spec.Replicas = ptrInt32(5)
+	cl.Generation = 2
+	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
+	h.etcd.FailNext(etcd.OpMemberAddAsLearner, etcdfake.ErrUnreachable)
+	h.reconcile()
+	h.g.Expect(h.cluster().Status.Observed.Replicas).To(Equal(int32(3)), "3 is still the target")
+}
+
+func TestBootstrapFailedIsTerminal(t *testing.T) {
+	h := newHarness(t)
+	h.createCluster(3)
+	h.reconcile()
+	h.now = h.now.Add(11 * time.Minute)
+	h.reconcile()
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.BootstrapFailedReason))
+	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.BootstrapFailedReason))
+	cl := h.cluster()
+	cl.Spec.Replicas = ptrInt32(1)
+	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
+	h.reconcile()
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Reason).To(Equal(v1alpha1.BootstrapFailedReason), "a spec edit does not resume a failed bootstrap")
+}
+
+func TestEtcdUnreachableChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b")
+	h.etcd.FailNext(etcd.OpMemberList, etcdfake.ErrUnreachable)
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(2))
+	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.EtcdUnreachableReason))
+}
+
+func TestInitialClusterFrom(t *testing.T) {
+	g := NewWithT(t)
+	list := etcd.MemberList{Members: []etcd.Member{
+		{Name: "b", PeerURLs: []string{"http://b.x:2380"}},
+		{PeerURLs: []string{"http://c.x.ns.svc:2380"}},
+		{Name: "a", PeerURLs: []string{"http://a.x:2380"}},
+	}}
+	g.Expect(initialClusterFrom(list)).To(Equal("a=http://a.x:2380,b=http://b.x:2380,c=http://c.x.ns.svc:2380"))
+}
+
+func sortedPair(a, b string) []string {
+	if a < b {
+		return []string{a, b}
+	}
+	return []string{b, a}
+}
+
+func ptrInt32(v int32) *int32 { return &v }

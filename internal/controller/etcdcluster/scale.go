@@ -1,0 +1,135 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/quorum"
+)
+
+// scaleUp adds one member: it creates the EtcdMember, adds it to etcd as a
+// learner and hands it etcd's member list, all in this pass when nothing
+// interrupts. Every member must be ready first, so at most one learner ever
+// catches up at a time.
+func (r *Reconciler) scaleUp(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
+		s.setProgress(v1alpha1.ScalingUpReason, "waiting for %s before adding a member", strings.Join(notReady, ", "))
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
+	}
+	// A member created moments ago may not be in the cache yet; creating
+	// another would add two members at once.
+	if fresh, err := r.cacheIsBehind(ctx, s); err != nil || fresh {
+		return ctrl.Result{RequeueAfter: requeueSoon}, err
+	}
+	m, err := r.createMember(ctx, s, false)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Scaling up", "member", m.Name, "from", len(s.members), "to", s.desiredReplicas())
+	s.members = append(s.members, m)
+	s.peerURLs[m.Name] = r.peerURL(m)
+	return r.completeAdd(ctx, s, m)
+}
+
+func (r *Reconciler) cacheIsBehind(ctx context.Context, s *scope) (bool, error) {
+	var live v1alpha1.EtcdMemberList
+	if err := r.APIReader.List(ctx, &live, client.InNamespace(s.cluster.Namespace),
+		client.MatchingLabels{v1alpha1.ClusterLabel: s.cluster.Name}); err != nil {
+		return false, fmt.Errorf("failed to list EtcdMembers of %s: %w", s.cluster.Name, err)
+	}
+	known := map[string]bool{}
+	for _, m := range s.members {
+		known[m.Name] = true
+	}
+	for _, m := range s.deleting {
+		known[m.Name] = true
+	}
+	for _, m := range live.Items {
+		if !known[m.Name] && isControlledBy(&m, s.cluster) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// scaleDown removes the newest member. Leadership moves away from it first,
+// and the removal goes ahead only if the voters that remain keep a quorum of
+// the smaller membership. The member's finalizer does the etcd-side removal.
+func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
+		s.setProgress(v1alpha1.ScalingDownReason, "waiting for %s before removing a member", strings.Join(notReady, ", "))
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
+	}
+	candidates := make([]quorum.Candidate, 0, len(s.members))
+	for _, m := range s.members {
+		candidates = append(candidates, quorum.Candidate{Name: m.Name, Created: m.CreationTimestamp.Time})
+	}
+	pick, _ := quorum.PickNewest(candidates)
+	var victim *v1alpha1.EtcdMember
+	for _, m := range s.members {
+		if m.Name == pick.Name {
+			victim = m
+		}
+	}
+	em, listed := s.etcd.byPeerURL(r.peerURL(victim))
+	if listed && !em.IsLearner {
+		if em.ID == s.etcd.leaderID() {
+			return r.moveLeaderAway(ctx, s, victim, em)
+		}
+		healthyOthers := s.etcd.healthyVoters()
+		if s.etcd.health[em.ID].ok() {
+			healthyOthers--
+		}
+		voters := len(s.etcd.voters())
+		if !quorum.CanRemoveVoter(voters, healthyOthers) {
+			s.setProgress(v1alpha1.WaitingForQuorumReason,
+				"removing %s would leave %d healthy of %d voters, below quorum %d", victim.Name, healthyOthers, voters-1, quorum.Size(voters-1))
+			return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
+		}
+	}
+	ctrl.LoggerFrom(ctx).Info("Scaling down", "member", victim.Name, "from", len(s.members), "to", s.desiredReplicas())
+	if err := r.Delete(ctx, victim); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to delete EtcdMember %s: %w", victim.Name, err)
+	}
+	r.event(s.cluster, corev1.EventTypeNormal, "MemberRemoving", "RemoveMember",
+		"Removing member %s to scale from %d to %d", victim.Name, len(s.members), s.desiredReplicas())
+	s.setProgress(v1alpha1.ScalingDownReason, "removing member %s", victim.Name)
+	return ctrl.Result{}, nil
+}
+
+// moveLeaderAway hands leadership to the healthy voter with the highest raft
+// index, so removing the leader never costs an election under load.
+func (r *Reconciler) moveLeaderAway(ctx context.Context, s *scope, victim *v1alpha1.EtcdMember, leader etcd.Member) (ctrl.Result, error) {
+	var target etcd.Member
+	var best uint64
+	for _, v := range s.etcd.voters() {
+		h := s.etcd.health[v.ID]
+		if v.ID == leader.ID || !h.ok() {
+			continue
+		}
+		if target.ID == 0 || h.status.RaftIndex > best {
+			target, best = v, h.status.RaftIndex
+		}
+	}
+	if target.ID == 0 {
+		s.setProgress(v1alpha1.WaitingForQuorumReason, "no healthy voter to take leadership from %s", victim.Name)
+		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
+	}
+	s.setProgress(v1alpha1.ScalingDownReason, "moving leadership from %s before removing it", victim.Name)
+	_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
+		return etcd.Member{}, etcd.MemberList{}, c.MoveLeader(ctx, target.ID)
+	})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to move leadership from %s: %w", victim.Name, err)
+	}
+	r.event(s.cluster, corev1.EventTypeNormal, "LeaderMoved", "MoveLeader",
+		"Moved leadership from %s to %s before removing it", victim.Name, target.Name)
+	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+}

@@ -1,0 +1,275 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+)
+
+// scope is everything one reconcile pass observed, plus what the pass decided
+// to report. Decisions are made from it alone, never from conditions written
+// by an earlier pass.
+type scope struct {
+	cluster *v1alpha1.EtcdCluster
+	// members are the cluster's EtcdMembers not being deleted, oldest first.
+	members []*v1alpha1.EtcdMember
+	// deleting are members on their way out through the finalizer.
+	deleting []*v1alpha1.EtcdMember
+	// pods maps member name to its Pod.
+	pods map[string]*corev1.Pod
+	etcd etcdView
+	now  time.Time
+
+	// peerURLs maps member name to its deterministic peer URL.
+	peerURLs map[string]string
+	// reached records whether the pass began with the target reached.
+	reached bool
+	// terminal is set when the target can no longer be reached (a Reason).
+	terminal string
+	// progress is what the pass did or waits for, for the conditions.
+	progress progress
+}
+
+type progress struct {
+	reason  string
+	message string
+}
+
+func (s *scope) setProgress(reason, format string, args ...any) {
+	s.progress = progress{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// etcdView is etcd's own account of the membership and of each member's health.
+type etcdView struct {
+	// inspected is false when the pass did not talk to etcd at all.
+	inspected bool
+	err       error
+	list      etcd.MemberList
+	// health by etcd member ID.
+	health map[uint64]memberHealth
+}
+
+type memberHealth struct {
+	status etcd.EndpointStatus
+	err    error
+}
+
+func (h memberHealth) ok() bool { return h.err == nil && len(h.status.Errors) == 0 }
+
+func (v etcdView) usable() bool { return v.inspected && v.err == nil }
+
+func (v etcdView) byPeerURL(url string) (etcd.Member, bool) {
+	for _, m := range v.list.Members {
+		for _, u := range m.PeerURLs {
+			if u == url {
+				return m, true
+			}
+		}
+	}
+	return etcd.Member{}, false
+}
+
+func (v etcdView) voters() []etcd.Member {
+	var out []etcd.Member
+	for _, m := range v.list.Members {
+		if !m.IsLearner {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (v etcdView) learners() []etcd.Member {
+	var out []etcd.Member
+	for _, m := range v.list.Members {
+		if m.IsLearner {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (v etcdView) healthyVoters() int {
+	n := 0
+	for _, m := range v.voters() {
+		if v.health[m.ID].ok() {
+			n++
+		}
+	}
+	return n
+}
+
+func (v etcdView) leaderID() uint64 {
+	for _, h := range v.health {
+		if h.err == nil && h.status.LeaderID != 0 {
+			return h.status.LeaderID
+		}
+	}
+	return 0
+}
+
+// peerURL is a member's deterministic peer URL.
+func (r *Reconciler) peerURL(m *v1alpha1.EtcdMember) string {
+	return v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)
+}
+
+func (r *Reconciler) clientURL(m *v1alpha1.EtcdMember) string {
+	return v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)
+}
+
+// newScope lists the cluster's members and Pods and, once the cluster has
+// formed, asks etcd for its membership and each member's status.
+func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster) (*scope, error) {
+	s := &scope{cluster: cluster, pods: map[string]*corev1.Pod{}, peerURLs: map[string]string{}, now: r.now()}
+	var members v1alpha1.EtcdMemberList
+	sel := client.MatchingLabels{v1alpha1.ClusterLabel: cluster.Name}
+	if err := r.List(ctx, &members, client.InNamespace(cluster.Namespace), sel); err != nil {
+		return nil, fmt.Errorf("failed to list EtcdMembers of %s: %w", cluster.Name, err)
+	}
+	for i := range members.Items {
+		m := &members.Items[i]
+		if !isControlledBy(m, cluster) {
+			continue
+		}
+		s.peerURLs[m.Name] = r.peerURL(m)
+		if m.DeletionTimestamp.IsZero() {
+			s.members = append(s.members, m)
+		} else {
+			s.deleting = append(s.deleting, m)
+		}
+	}
+	sort.Slice(s.members, func(i, j int) bool {
+		a, b := s.members[i], s.members[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(cluster.Namespace), sel); err != nil {
+		return nil, fmt.Errorf("failed to list Pods of %s: %w", cluster.Name, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if name := p.Labels[v1alpha1.MemberLabel]; name != "" {
+			s.pods[name] = p
+		}
+	}
+	if cluster.ClusterFormed() {
+		s.etcd = r.inspectEtcd(ctx, s)
+	}
+	s.reached = s.targetReached()
+	return s, nil
+}
+
+// endpoints are the client URLs to dial: members with a running Pod, voters
+// first. Learners refuse most requests, so they are only a last resort.
+func (r *Reconciler) endpoints(s *scope) []string {
+	var voters, others []string
+	for _, m := range s.members {
+		if p := s.pods[m.Name]; p == nil || p.Status.PodIP == "" {
+			continue
+		}
+		if m.Status.Role == v1alpha1.MemberRoleVoter {
+			voters = append(voters, r.clientURL(m))
+		} else {
+			others = append(others, r.clientURL(m))
+		}
+	}
+	return append(voters, others...)
+}
+
+func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
+	view := etcdView{inspected: true, health: map[uint64]memberHealth{}}
+	eps := r.endpoints(s)
+	if len(eps) == 0 {
+		view.err = fmt.Errorf("no member Pod is running")
+		return view
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdInspectTimeout)
+	defer cancel()
+	c, err := r.Dialer.Dial(ctx, eps)
+	if err != nil {
+		view.err = fmt.Errorf("failed to dial etcd: %w", err)
+		return view
+	}
+	defer c.Close()
+	if view.list, err = c.MemberList(ctx); err != nil {
+		view.err = fmt.Errorf("failed to list etcd members: %w", err)
+		return view
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range view.list.Members {
+		if len(m.ClientURLs) == 0 {
+			view.health[m.ID] = memberHealth{err: fmt.Errorf("member %s has not started", m.IDString())}
+			continue
+		}
+		wg.Add(1)
+		go func(m etcd.Member) {
+			defer wg.Done()
+			st, err := c.Status(ctx, m.ClientURLs[0])
+			mu.Lock()
+			view.health[m.ID] = memberHealth{status: st, err: err}
+			mu.Unlock()
+		}(m)
+	}
+	wg.Wait()
+	return view
+}
+
+// podReady reports whether a member's Pod passes its readiness probe.
+func (s *scope) podReady(name string) bool {
+	p := s.pods[name]
+	if p == nil || !p.DeletionTimestamp.IsZero() {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (s *scope) seed() *v1alpha1.EtcdMember {
+	for _, m := range s.members {
+		if m.Spec.Bootstrap {
+			return m
+		}
+	}
+	return nil
+}
+
+func (s *scope) pendingMember() *v1alpha1.EtcdMember {
+	for _, m := range s.members {
+		if m.Pending() {
+			return m
+		}
+	}
+	return nil
+}
+
+func (s *scope) desiredReplicas() int {
+	if s.cluster.Status.Observed == nil {
+		return int(s.cluster.DesiredReplicas())
+	}
+	return int(s.cluster.Status.Observed.Replicas)
+}
+
+func isControlledBy(m *v1alpha1.EtcdMember, c *v1alpha1.EtcdCluster) bool {
+	for _, ref := range m.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller && ref.UID == c.UID {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,167 @@
+package etcdcluster
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/quorum"
+)
+
+// updateStatus computes every status field from the scope. It is the only
+// place conditions are set. observedGeneration moves only after a pass that
+// succeeded, so tools that wait on it never read a half-done pass as done.
+func updateStatus(s *scope, succeeded bool) {
+	c := s.cluster
+	c.Status.Selector = v1alpha1.ClusterSelector(c.Name)
+	c.Status.Members, c.Status.ReadyMembers = memberSummaries(s)
+	setAvailable(s)
+	setProgressing(s)
+	setReady(s)
+	if succeeded {
+		c.Status.ObservedGeneration = c.Generation
+	}
+}
+
+func memberSummaries(s *scope) ([]v1alpha1.MemberSummary, int32) {
+	var out []v1alpha1.MemberSummary
+	var ready int32
+	for _, m := range s.members {
+		sum := v1alpha1.MemberSummary{Name: m.Name, ID: m.Status.MemberID, Role: m.Status.Role, Version: m.Status.Version}
+		if em, ok := s.etcd.byPeerURL(s.peerURLs[m.Name]); ok {
+			sum.ID = em.IDString()
+			sum.Role = v1alpha1.MemberRoleVoter
+			if em.IsLearner {
+				sum.Role = v1alpha1.MemberRoleLearner
+			}
+			sum.Ready = s.podReady(m.Name) && em.Name != ""
+			if h := s.etcd.health[em.ID]; h.err == nil && h.status.Version != "" {
+				sum.Version = h.status.Version
+			}
+		}
+		if sum.Ready {
+			ready++
+		}
+		out = append(out, sum)
+	}
+	return out, ready
+}
+
+func setCondition(s *scope, condType string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&s.cluster.Status.Conditions, metav1.Condition{
+		Type:               condType,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: s.cluster.Generation,
+	})
+}
+
+// setAvailable: quorum is present and the client Service has a ready voter.
+func setAvailable(s *scope) {
+	c := s.cluster
+	switch {
+	case s.terminal == v1alpha1.BootstrapFailedReason:
+		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrapFailedReason,
+			fmt.Sprintf("the cluster did not form within %s; delete and re-create the EtcdCluster", deadlineText(c)))
+	case !c.ClusterFormed():
+		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrappingReason,
+			"the seed member has not formed the cluster yet")
+	case !s.etcd.usable():
+		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.EtcdUnreachableReason,
+			fmt.Sprintf("no member answered: %v", s.etcd.err))
+	default:
+		voters, healthy := len(s.etcd.voters()), s.etcd.healthyVoters()
+		switch {
+		case !quorum.HasQuorum(voters, healthy):
+			setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.QuorumLostReason,
+				fmt.Sprintf("%d of %d voters healthy; quorum needs %d", healthy, voters, quorum.Size(voters)))
+		case readyVoterPods(s) == 0:
+			setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.NoReadyVoterReason,
+				"quorum holds but no voter Pod is ready behind the client Service")
+		default:
+			setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionTrue, v1alpha1.QuorumAvailableReason,
+				fmt.Sprintf("%d of %d voters healthy", healthy, voters))
+		}
+	}
+}
+
+func readyVoterPods(s *scope) int {
+	n := 0
+	for _, m := range s.members {
+		if em, ok := s.etcd.byPeerURL(s.peerURLs[m.Name]); ok && !em.IsLearner && s.podReady(m.Name) {
+			n++
+		}
+	}
+	return n
+}
+
+// progressReason is what the cluster is doing, derived from the scope when
+// the pass did not record anything more specific.
+func progressReason(s *scope) (string, string) {
+	if s.progress.reason != "" {
+		return s.progress.reason, s.progress.message
+	}
+	desired := s.desiredReplicas()
+	switch {
+	case !s.cluster.ClusterFormed():
+		return v1alpha1.BootstrappingReason, "forming the cluster"
+	case len(s.members) < desired:
+		return v1alpha1.ScalingUpReason, fmt.Sprintf("%d of %d members", len(s.members), desired)
+	case len(s.members) > desired || len(s.deleting) > 0:
+		return v1alpha1.ScalingDownReason, fmt.Sprintf("%d members, target %d", len(s.members), desired)
+	case len(s.etcd.learners()) > 0:
+		return v1alpha1.PromotingLearnerReason, "a learner is catching up"
+	}
+	return v1alpha1.MembersNotReadyReason, "waiting for members to be ready"
+}
+
+func setProgressing(s *scope) {
+	switch {
+	case s.terminal != "":
+		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, s.terminal, terminalMessage(s))
+	case s.reached && specMatchesObserved(s.cluster):
+		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason,
+			fmt.Sprintf("%d of %d members ready", len(s.members), s.desiredReplicas()))
+	default:
+		reason, msg := progressReason(s)
+		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionTrue, reason, msg)
+	}
+}
+
+// setReady: the cluster is exactly what the spec asks for and nothing is in
+// flight. A 3-member cluster with only its seed up is Available, not Ready.
+func setReady(s *scope) {
+	available := meta.IsStatusConditionTrue(s.cluster.Status.Conditions, v1alpha1.AvailableCondition)
+	switch {
+	case s.terminal != "":
+		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, s.terminal, terminalMessage(s))
+	case s.reached && specMatchesObserved(s.cluster) && (available || s.desiredReplicas() == 0):
+		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.MembersReadyReason,
+			fmt.Sprintf("%d of %d members ready voters", len(s.members), s.desiredReplicas()))
+	default:
+		reason, msg := progressReason(s)
+		if s.reached && !specMatchesObserved(s.cluster) {
+			msg = "adopting the new spec"
+		}
+		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+	}
+}
+
+func terminalMessage(s *scope) string {
+	if s.terminal == v1alpha1.BootstrapFailedReason {
+		return fmt.Sprintf("the cluster did not form within %s; delete and re-create the EtcdCluster", deadlineText(s.cluster))
+	}
+	return fmt.Sprintf("the target of %d members was not reached within %s; edit the spec to try again",
+		s.desiredReplicas(), deadlineText(s.cluster))
+}
+
+func deadlineText(c *v1alpha1.EtcdCluster) string {
+	seconds := int32(defaultDeadlineSecs)
+	if c.Spec.ProgressDeadlineSeconds != nil {
+		seconds = *c.Spec.ProgressDeadlineSeconds
+	}
+	return fmt.Sprintf("%ds", seconds)
+}

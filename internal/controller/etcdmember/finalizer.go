@@ -1,0 +1,152 @@
+package etcdmember
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/quorum"
+)
+
+const (
+	requeueRemoval = 2 * time.Second
+	removalTimeout = 10 * time.Second
+)
+
+// finalize removes a deleted member from etcd before letting it go. It is the
+// second quorum gate: whoever deleted the member, etcd loses a voter only if
+// the voters that remain keep a quorum of the smaller membership.
+func (r *Reconciler) finalize(ctx context.Context, m *v1alpha1.EtcdMember) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(m, v1alpha1.MemberFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx)
+	cluster := &v1alpha1.EtcdCluster{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && !cluster.DeletionTimestamp.IsZero()):
+		// The whole cluster is going: there is no membership left to keep
+		// consistent, and waiting on etcd here would wedge the cascade.
+		return ctrl.Result{}, r.releaseFinalizer(ctx, m)
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("failed to get EtcdCluster %s: %w", m.Spec.ClusterName, err)
+	}
+	done, wait, err := r.removeFromEtcd(ctx, cluster, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !done {
+		log.Info("Waiting to remove member from etcd", "reason", wait)
+		return ctrl.Result{RequeueAfter: requeueRemoval}, nil
+	}
+	return ctrl.Result{}, r.releaseFinalizer(ctx, m)
+}
+
+// removeFromEtcd reports done when etcd no longer lists the member.
+func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember) (bool, string, error) {
+	var siblings v1alpha1.EtcdMemberList
+	if err := r.List(ctx, &siblings, client.InNamespace(m.Namespace),
+		client.MatchingLabels{v1alpha1.ClusterLabel: m.Spec.ClusterName}); err != nil {
+		return false, "", fmt.Errorf("failed to list EtcdMembers of %s: %w", m.Spec.ClusterName, err)
+	}
+	var endpoints []string
+	others := 0
+	for _, s := range siblings.Items {
+		if s.Name == m.Name {
+			continue
+		}
+		others++
+		if s.Status.PodName != "" && !s.Pending() {
+			endpoints = append(endpoints, v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))
+		}
+	}
+	if others == 0 {
+		// The last member: nothing remains to be told it is gone.
+		return true, "", nil
+	}
+	if len(endpoints) == 0 {
+		return false, "no other member is running to remove it through", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, removalTimeout)
+	defer cancel()
+	c, err := r.Dialer.Dial(ctx, endpoints)
+	if err != nil {
+		return false, fmt.Sprintf("cannot reach etcd: %v", err), nil
+	}
+	defer c.Close()
+	list, err := c.MemberList(ctx)
+	if err != nil {
+		return false, fmt.Sprintf("cannot list etcd members: %v", err), nil
+	}
+	self, found := findSelf(list, m, v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
+	if !found {
+		return true, "", nil
+	}
+	if !self.IsLearner {
+		voters, healthyOthers := 0, 0
+		for _, v := range list.Members {
+			if v.IsLearner {
+				continue
+			}
+			voters++
+			if v.ID != self.ID && len(v.ClientURLs) > 0 {
+				if st, err := c.Status(ctx, v.ClientURLs[0]); err == nil && len(st.Errors) == 0 {
+					healthyOthers++
+				}
+			}
+		}
+		if !quorum.CanRemoveVoter(voters, healthyOthers) {
+			return false, fmt.Sprintf("removing it would leave %d healthy of %d voters, below quorum %d",
+				healthyOthers, voters-1, quorum.Size(voters-1)), nil
+		}
+	}
+	if _, err := c.MemberRemove(ctx, self.ID); err != nil {
+		switch {
+		case etcd.IsMemberNotFound(err):
+			return true, "", nil
+		case etcd.IsUnhealthyCluster(err), etcd.IsUnavailable(err):
+			return false, fmt.Sprintf("etcd deferred the removal: %v", err), nil
+		}
+		return false, "", fmt.Errorf("failed to remove member %s from etcd: %w", m.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Removed member from etcd", "memberID", self.IDString())
+	if r.Recorder != nil {
+		r.Recorder.Eventf(cluster, m, corev1.EventTypeNormal, "MemberRemoved", "RemoveMember",
+			"Removed member %s (%s) from etcd", m.Name, self.IDString())
+	}
+	return true, "", nil
+}
+
+func findSelf(list etcd.MemberList, m *v1alpha1.EtcdMember, peerURL string) (etcd.Member, bool) {
+	for _, em := range list.Members {
+		if m.Status.MemberID != "" && em.IDString() == m.Status.MemberID {
+			return em, true
+		}
+		for _, u := range em.PeerURLs {
+			if u == peerURL {
+				return em, true
+			}
+		}
+	}
+	return etcd.Member{}, false
+}
+
+func (r *Reconciler) releaseFinalizer(ctx context.Context, m *v1alpha1.EtcdMember) error {
+	// The optimistic lock keeps a finalizer added by someone else meanwhile
+	// from being dropped with ours.
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(m, v1alpha1.MemberFinalizer)
+	if err := r.Patch(ctx, m, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to remove finalizer from EtcdMember %s: %w", m.Name, err)
+	}
+	return nil
+}

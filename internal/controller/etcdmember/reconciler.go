@@ -1,0 +1,150 @@
+package etcdmember
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
+	"github.com/quorumctl/etcd-operator/internal/component/pvc"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+)
+
+// EventRecorder is the part of the events API the controller uses.
+type EventRecorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Reconciler reconciles EtcdMember objects.
+type Reconciler struct {
+	client.Client
+	Recorder        EventRecorder
+	Dialer          etcd.Dialer
+	ClusterDomain   string
+	ImageRepository string
+}
+
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile makes one member real and reports on it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
+	m := &v1alpha1.EtcdMember{}
+	if err := r.Get(ctx, req.NamespacedName, m); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !m.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, m)
+	}
+	if !controllerutil.ContainsFinalizer(m, v1alpha1.MemberFinalizer) {
+		patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(m, v1alpha1.MemberFinalizer)
+		if err := r.Patch(ctx, m, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add finalizer to EtcdMember %s: %w", m.Name, err)
+		}
+	}
+	cluster := &v1alpha1.EtcdCluster{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster); err != nil {
+		// Without its cluster a member is garbage about to be collected.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := m.DeepCopy()
+	obs := observation{}
+	defer func() {
+		updateStatus(m, obs)
+		if err := r.patchStatus(ctx, before, m); err != nil {
+			reterr = errors.Join(reterr, err)
+		}
+	}()
+	if m.Pending() {
+		return ctrl.Result{}, nil
+	}
+	if _, err := pvc.Ensure(ctx, r.Client, m); err != nil {
+		return ctrl.Result{}, err
+	}
+	p, err := pod.Ensure(ctx, r.Client, pod.Params{
+		Member:          m,
+		ClusterFormed:   cluster.ClusterFormed(),
+		ClusterDomain:   r.ClusterDomain,
+		ImageRepository: r.ImageRepository,
+	})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs.pod = p
+	if err := pod.SetRoleLabel(ctx, r.Client, p, m.Status.Role == v1alpha1.MemberRoleVoter); err != nil {
+		return ctrl.Result{}, err
+	}
+	if podReady(p) && (m.Status.Version == "" || m.Status.PodUID != p.UID) {
+		obs.version = r.observeVersion(ctx, m)
+	}
+	return ctrl.Result{}, nil
+}
+
+// observeVersion asks the member itself which etcd it runs. Best effort: a
+// failure leaves the version unknown until the next pass.
+func (r *Reconciler) observeVersion(ctx context.Context, m *v1alpha1.EtcdMember) string {
+	ep := v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)
+	c, err := r.Dialer.Dial(ctx, []string{ep})
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	st, err := c.Status(ctx, ep)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Could not read the member's version", "error", err.Error())
+		return ""
+	}
+	return st.Version
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.EtcdMember) error {
+	patch := client.MergeFrom(before)
+	data, err := patch.Data(after)
+	if err != nil {
+		return err
+	}
+	if string(data) == "{}" {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, after, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to patch status of EtcdMember %s: %w", after.Name, err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.EtcdMember{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Named("etcdmember").
+		Complete(r)
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p == nil || !p.DeletionTimestamp.IsZero() {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,54 @@
+package etcdmember
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+// observation is what a pass saw of the member's Pod and etcd.
+type observation struct {
+	pod     *corev1.Pod
+	version string
+}
+
+// updateStatus computes the member's Ready condition and Pod fields. The
+// member ID and role are the cluster controller's to write, from etcd's
+// member list; they are read here, never set.
+func updateStatus(m *v1alpha1.EtcdMember, obs observation) {
+	if obs.pod != nil {
+		if m.Status.PodUID != obs.pod.UID && obs.version == "" {
+			// A new Pod may run another version; forget the old one.
+			m.Status.Version = ""
+		}
+		m.Status.PodName = obs.pod.Name
+		m.Status.PodUID = obs.pod.UID
+	}
+	if obs.version != "" {
+		m.Status.Version = obs.version
+	}
+	status, reason, msg := readiness(m, obs.pod)
+	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.MemberReadyCondition, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: m.Generation,
+	})
+	m.Status.ObservedGeneration = m.Generation
+}
+
+func readiness(m *v1alpha1.EtcdMember, p *corev1.Pod) (metav1.ConditionStatus, string, string) {
+	switch {
+	case !m.DeletionTimestamp.IsZero():
+		return metav1.ConditionFalse, v1alpha1.MemberRemovingReason, "the member is being removed from etcd"
+	case m.Pending():
+		return metav1.ConditionFalse, v1alpha1.MemberPendingReason, "waiting for the member to be added to etcd"
+	case p == nil:
+		return metav1.ConditionFalse, v1alpha1.MemberPodMissingReason, "the Pod does not exist"
+	case !podReady(p):
+		return metav1.ConditionFalse, v1alpha1.MemberPodNotReadyReason, "pod phase " + string(p.Status.Phase)
+	case m.Status.MemberID == "":
+		return metav1.ConditionFalse, v1alpha1.MemberNotListedReason, "etcd does not list the member yet"
+	}
+	return metav1.ConditionTrue, v1alpha1.MemberReadyReason, "the Pod is ready and etcd lists the member"
+}
