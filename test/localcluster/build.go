@@ -305,3 +305,37 @@ func tail(s string, lines int) string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// EnvtestAssets returns a directory holding kube-apiserver, etcd and kubectl,
+// laid out as controller-runtime's envtest expects, building them if needed.
+// API-level tests (CRD validation) run against these real binaries.
+func (l Layout) EnvtestAssets(ctx context.Context, p *Progress) (string, error) {
+	v, err := LoadVersions(l.RepoRoot)
+	if err != nil {
+		return "", err
+	}
+	k8s, err := l.ensureBuilt(ctx, p, kubernetesBuild(v))
+	if err != nil {
+		return "", err
+	}
+	etcdDir, err := l.ensureBuilt(ctx, p, etcdBuild("v"+strings.TrimPrefix(v.EtcdDefault, "v")))
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(l.CacheDir, "envtest", v.Kubernetes)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for name, target := range map[string]string{
+		"kube-apiserver": filepath.Join(k8s, "kube-apiserver"),
+		"kubectl":        filepath.Join(k8s, "kubectl"),
+		"etcd":           filepath.Join(etcdDir, "etcd"),
+	} {
+		link := filepath.Join(dir, name)
+		_ = os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}

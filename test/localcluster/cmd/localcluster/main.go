@@ -22,6 +22,7 @@ commands:
   up        bring the cluster up (idempotent); --nodes N
   down      stop it and remove everything it made (idempotent); --purge also drops cached images in containerd
   status    show components and health; exits non-zero when unhealthy
+  envtest-assets  print a directory with kube-apiserver, etcd and kubectl for envtest
   leftovers list anything of the cluster still on the machine; exits non-zero if any
 `
 
@@ -70,6 +71,14 @@ func run(cmd, repoRoot string, nodes int, purge bool) error {
 		return layout.Up(ctx, progress, localcluster.UpOptions{Nodes: nodes})
 	case "down":
 		return layout.Down(context.Background(), progress, purge)
+	case "envtest-assets":
+		// Progress goes to stderr so the path alone is on stdout.
+		dir, err := layout.EnvtestAssets(context.Background(), localcluster.NewProgress(os.Stderr))
+		if err != nil {
+			return err
+		}
+		fmt.Println(dir)
+		return nil
 	case "status":
 		return layout.Status(context.Background(), os.Stdout)
 	case "leftovers":

@@ -1,0 +1,52 @@
+package v1alpha1_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+// The default etcd version is written in three places that must agree: the
+// versions file the local cluster builds images from, the Go constant, and
+// the CRD default marker.
+func TestDefaultVersionMatchesVersionsFile(t *testing.T) {
+	g := NewWithT(t)
+	data, err := os.ReadFile(filepath.Join("..", "..", "versions.env"))
+	g.Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`(?m)^ETCD_DEFAULT_VERSION=(\S+)$`).FindSubmatch(data)
+	g.Expect(m).NotTo(BeNil())
+	g.Expect(string(m[1])).To(Equal(v1alpha1.DefaultEtcdVersion))
+	src, err := os.ReadFile("common_types.go")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(src)).To(ContainSubstring(`+kubebuilder:default="` + v1alpha1.DefaultEtcdVersion + `"`))
+}
+
+func TestInitialClusterState(t *testing.T) {
+	cases := []struct {
+		name          string
+		bootstrap     bool
+		memberID      string
+		clusterFormed bool
+		want          string
+	}{
+		{"seed before the cluster forms", true, "", false, "new"},
+		{"seed after the cluster formed", true, "", true, "existing"},
+		{"seed with its ID latched", true, "8e9e05c52164694d", false, "existing"},
+		{"seed, formed and latched", true, "8e9e05c52164694d", true, "existing"},
+		{"joiner before the cluster forms", false, "", false, "existing"},
+		{"joiner after", false, "", true, "existing"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &v1alpha1.EtcdMember{}
+			m.Spec.Bootstrap = tc.bootstrap
+			m.Status.MemberID = tc.memberID
+			NewWithT(t).Expect(v1alpha1.InitialClusterState(m, tc.clusterFormed)).To(Equal(tc.want))
+		})
+	}
+}

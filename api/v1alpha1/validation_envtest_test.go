@@ -1,0 +1,152 @@
+//go:build envtest
+
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+var k8s client.Client
+
+// TestMain starts a real kube-apiserver and etcd (the local cluster's own
+// binaries, from KUBEBUILDER_ASSETS) with the generated CRDs installed, so
+// every CEL rule is checked by the API server that enforces it in production.
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set; run through make test-envtest")
+		os.Exit(1)
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "charts", "etcd-operator", "crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "failed to start envtest: %v\n", err)
+		os.Exit(1)
+	}
+	scheme := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(scheme)
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintf(os.Stderr, "failed to create a client: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func newCluster(name string, mutate func(*v1alpha1.EtcdCluster)) *v1alpha1.EtcdCluster {
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	if mutate != nil {
+		mutate(c)
+	}
+	return c
+}
+
+func qty(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+
+func TestCreateValidation(t *testing.T) {
+	cases := []struct {
+		name    string
+		mutate  func(*v1alpha1.EtcdCluster)
+		message string
+	}{
+		{"negative replicas", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](-1) },
+			"replicas cannot be negative"},
+		{"version without patch", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6" },
+			"version must be an etcd release in MAJOR.MINOR.PATCH form, such as 3.6.16"},
+		{"version with a v", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" },
+			"version must be an etcd release in MAJOR.MINOR.PATCH form, such as 3.6.16"},
+		{"memory without size", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory },
+			"storage.size is required when storage.medium is Memory"},
+		{"zero size", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("0") },
+			"storage.size must be greater than zero"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := k8s.Create(context.Background(), newCluster(fmt.Sprintf("create-%d", i), tc.mutate))
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	g := NewWithT(t)
+	c := newCluster("defaults", nil)
+	g.Expect(k8s.Create(context.Background(), c)).To(Succeed())
+	g.Expect(c.Spec.Replicas).To(Equal(ptr.To[int32](3)))
+	g.Expect(c.Spec.Version).To(Equal(v1alpha1.DefaultEtcdVersion))
+	g.Expect(c.Spec.ProgressDeadlineSeconds).To(Equal(ptr.To[int32](600)))
+	g.Expect(c.Spec.Storage.Size).To(BeNil(), "no schema default, so a Memory cluster must name its size")
+}
+
+func TestUpdateValidation(t *testing.T) {
+	cases := []struct {
+		name    string
+		create  func(*v1alpha1.EtcdCluster)
+		update  func(*v1alpha1.EtcdCluster)
+		message string
+	}{
+		{"shrink size", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("2Gi") },
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("1Gi") }, "storage.size cannot shrink"},
+		{"remove size", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("2Gi") },
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = nil }, "storage.size cannot shrink"},
+		{"medium to memory", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("1Gi") },
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory },
+			"storage.medium cannot be changed after creation"},
+		{"memory to volume", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Storage.Size = qty("64Mi")
+			c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory
+		}, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = "" },
+			"storage.medium cannot be changed after creation"},
+		{"set storage class", nil,
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") },
+			"storage.storageClassName cannot be changed after creation"},
+		{"change storage class", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") },
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") },
+			"storage.storageClassName cannot be changed after creation"},
+		{"clear storage class", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") },
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil },
+			"storage.storageClassName cannot be changed after creation"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			c := newCluster(fmt.Sprintf("update-%d", i), tc.create)
+			g.Expect(k8s.Create(ctx, c)).To(Succeed())
+			tc.update(c)
+			err := k8s.Update(ctx, c)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+}
+
+func TestAllowedUpdates(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := newCluster("allowed", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("1Gi") })
+	g.Expect(k8s.Create(ctx, c)).To(Succeed())
+	c.Spec.Storage.Size = qty("2Gi")
+	c.Spec.Replicas = ptr.To[int32](5)
+	c.Spec.Version = "3.7.3"
+	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "growing storage, scaling and changing version are allowed")
+}

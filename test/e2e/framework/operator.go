@@ -1,0 +1,126 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+// OperatorNamespace is where make test-e2e installs the operator's chart.
+func OperatorNamespace() string {
+	if ns := os.Getenv("E2E_OPERATOR_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "etcd-operator-system"
+}
+
+// OperatorSelector selects the operator's Pods.
+const OperatorSelector = "app.kubernetes.io/name=etcd-operator"
+
+// Client returns a controller-runtime client that knows the operator's types.
+func (e *Env) Client() (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(e.Config, client.Options{Scheme: scheme})
+}
+
+// CheckOperatorRunning fails unless the operator's Deployment is available.
+func (e *Env) CheckOperatorRunning(ctx context.Context) error {
+	pods, err := e.Clientset.CoreV1().Pods(OperatorNamespace()).List(ctx, metav1.ListOptions{LabelSelector: OperatorSelector})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if PodReady(&p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no ready operator Pod in %s (install it with make deploy)", OperatorNamespace())
+}
+
+// WaitForClusterReady waits until the cluster's status describes its current
+// generation and Ready is True. Checking the generation matters: right after
+// a spec edit, Ready can still be True for the previous spec.
+func WaitForClusterReady(ctx context.Context, c client.Client, ns, name string, timeout time.Duration) (*v1alpha1.EtcdCluster, error) {
+	var cluster *v1alpha1.EtcdCluster
+	err := WaitFor(ctx, timeout, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		cl := &v1alpha1.EtcdCluster{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cl); err != nil {
+			return false, err
+		}
+		cluster = cl
+		cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ReadyCondition)
+		return cl.Status.ObservedGeneration == cl.Generation && cond != nil &&
+			cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == cl.Generation, nil
+	})
+	if err != nil && cluster != nil {
+		return cluster, fmt.Errorf("%w; conditions: %s", err, describeConditions(cluster.Status.Conditions))
+	}
+	return cluster, err
+}
+
+func describeConditions(conds []metav1.Condition) string {
+	var parts []string
+	for _, c := range conds {
+		parts = append(parts, fmt.Sprintf("%s=%s/%s(%s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// MemberPods returns the cluster's member Pods by member name.
+func (e *Env) MemberPods(ctx context.Context, ns, cluster string) (map[string]*corev1.Pod, error) {
+	pods, err := e.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.ClusterLabel + "=" + cluster})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		out[p.Labels[v1alpha1.MemberLabel]] = p
+	}
+	return out, nil
+}
+
+// MemberEndpoints are the members' own client URLs by Pod address, sorted.
+func (e *Env) MemberEndpoints(ctx context.Context, ns, cluster string) ([]string, error) {
+	pods, err := e.MemberPods(ctx, ns, cluster)
+	if err != nil {
+		return nil, err
+	}
+	var eps []string
+	for _, p := range pods {
+		if p.Status.PodIP == "" {
+			return nil, fmt.Errorf("pod %s has no address", p.Name)
+		}
+		eps = append(eps, fmt.Sprintf("http://%s:%d", p.Status.PodIP, v1alpha1.ClientPort))
+	}
+	sort.Strings(eps)
+	return eps, nil
+}
+
+// ClientServiceEndpoint is the client Service's ClusterIP URL.
+func (e *Env) ClientServiceEndpoint(ctx context.Context, ns, cluster string) (string, error) {
+	svc, err := e.Clientset.CoreV1().Services(ns).Get(ctx, v1alpha1.ClientServiceName(cluster), metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, v1alpha1.ClientPort), nil
+}
