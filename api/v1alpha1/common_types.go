@@ -23,7 +23,7 @@ var DefaultStorageSize = resource.MustParse("1Gi")
 // creation except to grow: a member's volume is created once and etcd's data
 // dir cannot move between media.
 //
-// +kubebuilder:validation:XValidation:rule="(has(self.medium) ? self.medium : ”) == (has(oldSelf.medium) ? oldSelf.medium : ”)",message="storage.medium cannot be changed after creation"
+// +kubebuilder:validation:XValidation:rule=`(has(self.medium) ? self.medium : "") == (has(oldSelf.medium) ? oldSelf.medium : "")`,message="storage.medium cannot be changed after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName cannot be changed after creation"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || (has(self.size) && quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0)",message="storage.size cannot shrink"
 // +kubebuilder:validation:XValidation:rule="!has(self.medium) || self.medium != 'Memory' || has(self.size)",message="storage.size is required when storage.medium is Memory"

@@ -141,9 +141,6 @@ type EtcdClusterList struct {
 	Items           []EtcdCluster `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&EtcdCluster{}, &EtcdClusterList{})
-}
 
 // DesiredReplicas is spec.replicas with its default applied.
 func (c *EtcdCluster) DesiredReplicas() int32 {

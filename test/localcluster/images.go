@@ -196,19 +196,6 @@ func busyboxApplets(ctx context.Context, busybox string) ([]string, error) {
 	return strings.Fields(string(out)), nil
 }
 
-// busyboxVersion is the Debian package version, used as the tools image tag.
-func busyboxVersion(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${Version}", "busybox-static").Output()
-	if err != nil {
-		return "", fmt.Errorf("failed to read the busybox-static version: %w", err)
-	}
-	v := strings.TrimSpace(string(out))
-	if _, after, ok := strings.Cut(v, ":"); ok {
-		v = after
-	}
-	return strings.NewReplacer("+", "_", "~", "_").Replace(v), nil
-}
-
 const busyboxPath = "/bin/busybox"
 
 // toolsImageSpec is a shell and core utilities from Debian's busybox-static.

@@ -247,7 +247,9 @@ func container(p Params, ns string) corev1.Container {
 					Scheme: corev1.URISchemeHTTP,
 				},
 			},
-			PeriodSeconds:    2,
+			// Every join waits on this probe before its promotion, so it runs
+			// each second; /health is one read-index round trip, cheap at that rate.
+			PeriodSeconds:    1,
 			TimeoutSeconds:   2,
 			FailureThreshold: 3,
 			SuccessThreshold: 1,

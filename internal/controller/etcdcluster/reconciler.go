@@ -39,12 +39,12 @@ type Reconciler struct {
 	Now func() time.Time
 }
 
-// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters/status,verbs=get;patch
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters/finalizers,verbs=update
-// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

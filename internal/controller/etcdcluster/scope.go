@@ -25,6 +25,8 @@ type scope struct {
 	deleting []*v1alpha1.EtcdMember
 	// pods maps member name to its Pod.
 	pods map[string]*corev1.Pod
+	// leftoverPods are Pods of members that no longer exist, still going.
+	leftoverPods []string
 	etcd etcdView
 	now  time.Time
 
@@ -163,6 +165,12 @@ func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster
 			s.pods[name] = p
 		}
 	}
+	for name := range s.pods {
+		if _, current := s.peerURLs[name]; !current || isDeleting(s.deleting, name) {
+			s.leftoverPods = append(s.leftoverPods, name)
+		}
+	}
+	sort.Strings(s.leftoverPods)
 	if cluster.ClusterFormed() {
 		s.etcd = r.inspectEtcd(ctx, s)
 	}
@@ -263,6 +271,15 @@ func (s *scope) desiredReplicas() int {
 		return int(s.cluster.DesiredReplicas())
 	}
 	return int(s.cluster.Status.Observed.Replicas)
+}
+
+func isDeleting(deleting []*v1alpha1.EtcdMember, name string) bool {
+	for _, m := range deleting {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func isControlledBy(m *v1alpha1.EtcdMember, c *v1alpha1.EtcdCluster) bool {

@@ -110,7 +110,7 @@ func progressReason(s *scope) (string, string) {
 		return v1alpha1.BootstrappingReason, "forming the cluster"
 	case len(s.members) < desired:
 		return v1alpha1.ScalingUpReason, fmt.Sprintf("%d of %d members", len(s.members), desired)
-	case len(s.members) > desired || len(s.deleting) > 0:
+	case len(s.members) > desired || len(s.deleting) > 0 || len(s.leftoverPods) > 0:
 		return v1alpha1.ScalingDownReason, fmt.Sprintf("%d members, target %d", len(s.members), desired)
 	case len(s.etcd.learners()) > 0:
 		return v1alpha1.PromotingLearnerReason, "a learner is catching up"

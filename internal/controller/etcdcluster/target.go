@@ -87,7 +87,9 @@ func deadlinePassed(s *scope) bool {
 // the right number of members, each a ready voter, nothing half-done.
 func (s *scope) targetReached() bool {
 	desired := s.desiredReplicas()
-	if len(s.deleting) > 0 || len(s.members) != desired {
+	// A removed member's Pod is still shutting down: the cluster is not yet
+	// what the spec asks for, and it still shows in kubectl get pods.
+	if len(s.deleting) > 0 || len(s.leftoverPods) > 0 || len(s.members) != desired {
 		return false
 	}
 	if desired == 0 {

@@ -1,0 +1,119 @@
+// Command manager runs the etcd operator: it builds the scheme and the
+// controller manager, registers the controllers and serves health and
+// metrics endpoints until it is told to stop.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/quorumctl/etcd-operator/internal/controller"
+	"github.com/quorumctl/etcd-operator/internal/setup"
+)
+
+// registerControllers adds the operator's controllers to the manager.
+func registerControllers(mgr manager.Manager, o setup.ControllerOptions) error {
+	return controller.Setup(mgr, controller.Options{
+		EtcdImageRepository: o.EtcdImageRepository,
+		ClusterDomain:       o.ClusterDomain,
+	})
+}
+
+type config struct {
+	metricsAddr         string
+	probeAddr           string
+	leaderElect         bool
+	etcdImageRepository string
+	clusterDomain       string
+	watchNamespaces     string
+	zap                 zap.Options
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
+	var c config
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080",
+		"Address the metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081",
+		"Address the /healthz and /readyz endpoints bind to.")
+	fs.BoolVar(&c.leaderElect, "leader-elect", false,
+		"Elect a leader so only one manager replica reconciles at a time.")
+	fs.StringVar(&c.etcdImageRepository, "etcd-image-repository",
+		setup.EnvOr(setup.EnvEtcdImageRepository, setup.DefaultEtcdImageRepository),
+		"Repository of the etcd images; the tag is the cluster's etcd version (env "+setup.EnvEtcdImageRepository+").")
+	fs.StringVar(&c.clusterDomain, "cluster-domain", setup.EnvOr(setup.EnvClusterDomain, ""),
+		"DNS domain of the cluster; empty detects it from "+setup.ResolvConfPath+", falling back to "+
+			setup.DefaultClusterDomain+" (env "+setup.EnvClusterDomain+").")
+	fs.StringVar(&c.watchNamespaces, "watch-namespaces", setup.EnvOr(setup.EnvWatchNamespaces, ""),
+		"Comma separated namespaces to watch; empty watches all (env "+setup.EnvWatchNamespaces+").")
+	c.zap.BindFlags(fs)
+	return c, fs.Parse(args)
+}
+
+func main() {
+	c, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.zap)))
+	if err := run(c); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "manager exited")
+		os.Exit(1)
+	}
+}
+
+func run(c config) error {
+	log := ctrl.Log.WithName("setup")
+
+	opts := setup.ControllerOptions{
+		EtcdImageRepository: c.etcdImageRepository,
+		ClusterDomain:       setup.ResolveClusterDomain(c.clusterDomain, setup.ResolvConfPath),
+	}
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	namespaces := setup.ParseNamespaces(c.watchNamespaces)
+
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("no Kubernetes client configuration: %w", err)
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                        setup.NewScheme(),
+		Cache:                         setup.CacheOptions(namespaces),
+		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
+		HealthProbeBindAddress:        c.probeAddr,
+		LeaderElection:                c.leaderElect,
+		LeaderElectionID:              setup.LeaderElectionID,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("failed to create the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add the readiness check: %w", err)
+	}
+	if err := registerControllers(mgr, opts); err != nil {
+		return fmt.Errorf("failed to register the controllers: %w", err)
+	}
+
+	log.Info("starting manager",
+		"etcdImageRepository", opts.EtcdImageRepository,
+		"clusterDomain", opts.ClusterDomain,
+		"watchNamespaces", namespaces,
+		"leaderElection", c.leaderElect)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("manager stopped with an error: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"testing"
+
+	"github.com/quorumctl/etcd-operator/internal/setup"
+)
+
+func parse(t *testing.T, args ...string) config {
+	t.Helper()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c, err := parseFlags(fs, args)
+	if err != nil {
+		t.Fatalf("parseFlags(%q): %v", args, err)
+	}
+	return c
+}
+
+func TestParseFlagsDefaults(t *testing.T) {
+	t.Setenv(setup.EnvEtcdImageRepository, "")
+	t.Setenv(setup.EnvClusterDomain, "")
+	t.Setenv(setup.EnvWatchNamespaces, "")
+	c := parse(t)
+	if c.metricsAddr != ":8080" || c.probeAddr != ":8081" || c.leaderElect {
+		t.Errorf("unexpected defaults: %+v", c)
+	}
+	if c.etcdImageRepository != setup.DefaultEtcdImageRepository || c.clusterDomain != "" || c.watchNamespaces != "" {
+		t.Errorf("unexpected defaults: %+v", c)
+	}
+}
+
+func TestParseFlagsEnvFallbackAndOverride(t *testing.T) {
+	t.Setenv(setup.EnvEtcdImageRepository, "registry.example/etcd")
+	t.Setenv(setup.EnvClusterDomain, "env.local")
+	t.Setenv(setup.EnvWatchNamespaces, "a,b")
+
+	c := parse(t)
+	if c.etcdImageRepository != "registry.example/etcd" || c.clusterDomain != "env.local" || c.watchNamespaces != "a,b" {
+		t.Errorf("environment not used: %+v", c)
+	}
+
+	c = parse(t, "--etcd-image-repository=flag.example/etcd", "--cluster-domain=flag.local",
+		"--watch-namespaces=c", "--leader-elect")
+	if c.etcdImageRepository != "flag.example/etcd" || c.clusterDomain != "flag.local" || c.watchNamespaces != "c" || !c.leaderElect {
+		t.Errorf("flags do not override the environment: %+v", c)
+	}
+}
