@@ -141,7 +141,6 @@ type EtcdClusterList struct {
 	Items           []EtcdCluster `json:"items"`
 }
 
-
 // DesiredReplicas is spec.replicas with its default applied.
 func (c *EtcdCluster) DesiredReplicas() int32 {
 	if c.Spec.Replicas == nil {

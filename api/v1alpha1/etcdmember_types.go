@@ -89,7 +89,6 @@ type EtcdMemberList struct {
 	Items           []EtcdMember `json:"items"`
 }
 
-
 // Pending reports a member whose etcd-side add is not finished: no Pod may
 // start until etcd's member list has been copied into spec.initialCluster.
 func (m *EtcdMember) Pending() bool { return m.Spec.InitialCluster == "" }

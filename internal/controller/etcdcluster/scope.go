@@ -27,8 +27,8 @@ type scope struct {
 	pods map[string]*corev1.Pod
 	// leftoverPods are Pods of members that no longer exist, still going.
 	leftoverPods []string
-	etcd etcdView
-	now  time.Time
+	etcd         etcdView
+	now          time.Time
 
 	// peerURLs maps member name to its deterministic peer URL.
 	peerURLs map[string]string
