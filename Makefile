@@ -164,6 +164,16 @@ deploy: ## Install or upgrade the chart with image IMG into the current kubeconf
 undeploy: ## Uninstall the chart (the CRDs and their objects stay).
 	$(HELM) uninstall $(RELEASE) --namespace $(RELEASE_NAMESPACE) --ignore-not-found --wait --timeout $(HELM_TIMEOUT)
 
+##@ Measure
+
+.PHONY: bench
+bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench
+
+.PHONY: bench-cluster-up
+bench-cluster-up: ## Time three warm cluster-up runs.
+	hack/bench/cluster-up.sh
+
 ##@ Help
 
 .PHONY: help

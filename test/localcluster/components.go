@@ -64,6 +64,9 @@ func (l Layout) buildPlan(v Versions, bins Binaries, nodes []Node) (Plan, error)
 		}
 		plan.Processes = append(plan.Processes, p)
 	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "audit-policy.yaml"), []byte(auditPolicy), 0o644); err != nil {
+		return plan, err
+	}
 	etcdDir := bins.etcdDefault(v)
 	if etcdDir == "" {
 		return plan, fmt.Errorf("ETCD_DEFAULT_VERSION %s is not among ETCD_VERSIONS", v.EtcdDefault)
@@ -113,6 +116,13 @@ func (l Layout) buildPlan(v Versions, bins Binaries, nodes []Node) (Plan, error)
 			"--service-account-key-file=" + filepath.Join(pki, "sa.pub"),
 			"--service-account-signing-key-file=" + filepath.Join(pki, "sa.key"),
 			"--allow-privileged=true",
+			// Writes only, at Metadata level: enough to count what a
+			// controller writes (the operator must write nothing while idle)
+			// without slowing the API server down.
+			"--audit-policy-file=" + filepath.Join(cfgDir, "audit-policy.yaml"),
+			"--audit-log-path=" + l.AuditLog(),
+			"--audit-log-maxsize=200",
+			"--audit-log-maxbackup=1",
 			"--profiling=false",
 			"--v=1",
 		},
@@ -169,6 +179,18 @@ func (l Layout) buildPlan(v Versions, bins Binaries, nodes []Node) (Plan, error)
 	}
 	return plan, nil
 }
+
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+`
+
+// AuditLog is the API server's audit log of write requests.
+func (l Layout) AuditLog() string { return filepath.Join(l.LogDir(), "audit.log") }
 
 func (l Layout) containerdProcess(n Node) (Process, error) {
 	root := l.containerdRoot(n)

@@ -214,23 +214,26 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
 		view.err = fmt.Errorf("failed to list etcd members: %w", err)
 		return view
 	}
-	var mu sync.Mutex
+	// One Status call per started member, concurrently, each writing its
+	// own slot; the map is filled afterwards by this goroutine alone.
+	results := make([]memberHealth, len(view.list.Members))
 	var wg sync.WaitGroup
-	for _, m := range view.list.Members {
+	for i, m := range view.list.Members {
 		if len(m.ClientURLs) == 0 {
-			view.health[m.ID] = memberHealth{err: fmt.Errorf("member %s has not started", m.IDString())}
+			results[i] = memberHealth{err: fmt.Errorf("member %s has not started", m.IDString())}
 			continue
 		}
 		wg.Add(1)
-		go func(m etcd.Member) {
+		go func() {
 			defer wg.Done()
 			st, err := c.Status(ctx, m.ClientURLs[0])
-			mu.Lock()
-			view.health[m.ID] = memberHealth{status: st, err: err}
-			mu.Unlock()
-		}(m)
+			results[i] = memberHealth{status: st, err: err}
+		}()
 	}
 	wg.Wait()
+	for i, m := range view.list.Members {
+		view.health[m.ID] = results[i]
+	}
 	return view
 }
 

@@ -1,0 +1,169 @@
+// Command bench measures the operator on the local cluster: time from apply
+// to Ready for 1 and 3 members, time to scale 3 → 5, and the API writes the
+// operator makes while a 3-member cluster sits idle. It prints what it
+// measured; it asserts nothing. Run it with make bench after make cluster-up
+// and make deploy.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/test/e2e/framework"
+)
+
+func main() {
+	idle := flag.Duration("idle", 5*time.Minute, "how long to watch an idle 3-member cluster for API writes")
+	flag.Parse()
+	if err := run(*idle); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(idle time.Duration) error {
+	ctx := context.Background()
+	env, err := framework.Setup()
+	if err != nil {
+		return err
+	}
+	if err := env.CheckOperatorRunning(ctx); err != nil {
+		return err
+	}
+	c, err := env.Client()
+	if err != nil {
+		return err
+	}
+	ns := fmt.Sprintf("bench-%d", time.Now().Unix())
+	if r := env.Kubectl(ctx, "create", "namespace", ns); r.Err != nil {
+		return r.Err
+	}
+	defer env.Kubectl(ctx, "delete", "namespace", ns, "--wait=false")
+
+	one, err := timeToReady(ctx, c, ns, "one", 1)
+	if err != nil {
+		return err
+	}
+	three, err := timeToReady(ctx, c, ns, "three", 3)
+	if err != nil {
+		return err
+	}
+	scaleStart := time.Now()
+	if err := setReplicas(ctx, c, ns, "three", 5); err != nil {
+		return err
+	}
+	if _, err := framework.WaitForClusterReady(ctx, c, ns, "three", 10*time.Minute); err != nil {
+		return err
+	}
+	scale := time.Since(scaleStart)
+	if err := setReplicas(ctx, c, ns, "three", 3); err != nil {
+		return err
+	}
+	if _, err := framework.WaitForClusterReady(ctx, c, ns, "three", 10*time.Minute); err != nil {
+		return err
+	}
+	// Let the last scale-down's stragglers (Events, status) settle first.
+	time.Sleep(10 * time.Second)
+	from := time.Now()
+	fmt.Printf("watching the idle cluster for %s ...\n", idle)
+	time.Sleep(idle)
+	writes, err := operatorWrites(env.Layout.AuditLog(), from, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Printf("apply -> Ready, 1 member:   %6.1fs\n", one.Seconds())
+	fmt.Printf("apply -> Ready, 3 members:  %6.1fs\n", three.Seconds())
+	fmt.Printf("scale 3 -> 5 -> Ready:      %6.1fs\n", scale.Seconds())
+	fmt.Printf("operator API writes while a 3-member cluster idled %s:\n", idle)
+	if len(writes) == 0 {
+		fmt.Println("  none")
+	}
+	keys := make([]string, 0, len(writes))
+	for k := range writes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("  %-60s %d\n", k, writes[k])
+	}
+	return nil
+}
+
+func timeToReady(ctx context.Context, c client.Client, ns, name string, replicas int32) (time.Duration, error) {
+	start := time.Now()
+	cl := &v1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       v1alpha1.EtcdClusterSpec{Replicas: ptr.To(replicas)},
+	}
+	if err := c.Create(ctx, cl); err != nil {
+		return 0, err
+	}
+	if _, err := framework.WaitForClusterReady(ctx, c, ns, name, 10*time.Minute); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func setReplicas(ctx context.Context, c client.Client, ns, name string, replicas int32) error {
+	cl := &v1alpha1.EtcdCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(cl.DeepCopy())
+	cl.Spec.Replicas = ptr.To(replicas)
+	return c.Patch(ctx, cl, patch)
+}
+
+// operatorWrites counts the operator's write requests in the API server's
+// audit log between from and to, by verb and resource. Lease renewals of
+// leader election are counted on their own line: they are the price of
+// running two replicas safely, not reconciliation.
+func operatorWrites(path string, from, to time.Time) (map[string]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("no audit log (is this the local cluster?): %w", err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Stage string `json:"stage"`
+			Verb  string `json:"verb"`
+			User  struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef struct {
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+			} `json:"objectRef"`
+			Received time.Time `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" {
+			continue
+		}
+		if !strings.HasSuffix(ev.User.Username, ":etcd-operator") || ev.Received.Before(from) || ev.Received.After(to) {
+			continue
+		}
+		res := ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			res += "/" + ev.ObjectRef.Subresource
+		}
+		out[ev.Verb+" "+res]++
+	}
+	return out, sc.Err()
+}
