@@ -23,4 +23,7 @@ const (
 	MemberNotListedReason = "NotListed"
 	// MemberRemovingReason: the member is being removed from etcd.
 	MemberRemovingReason = "Removing"
+	// MemberPodLostReason: a Memory member's Pod is gone; its data went with
+	// it, so the Pod is not re-created and the member is replaced.
+	MemberPodLostReason = "PodLost"
 )

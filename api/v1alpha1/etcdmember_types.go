@@ -58,6 +58,19 @@ type EtcdMemberStatus struct {
 	// Version is the etcd version the member reports running.
 	// +optional
 	Version string `json:"version,omitempty"`
+
+	// FirstReadyTime is when the member was first seen ready: the persisted
+	// fact that it has booted and holds cluster data. From then on any start
+	// on an empty data dir is data loss, and the member is configured so that
+	// etcd refuses it instead of joining or bootstrapping anew.
+	// +optional
+	FirstReadyTime *metav1.Time `json:"firstReadyTime,omitempty"`
+
+	// Fenced is set by the cluster controller to the reason a member was cut
+	// off from client traffic because its view of the cluster disagrees with
+	// the quorum's. A fenced member is replaced, never trusted again.
+	// +optional
+	Fenced string `json:"fenced,omitempty"`
 }
 
 // EtcdMember is one etcd member, owning its Pod and data volume.
@@ -93,13 +106,29 @@ type EtcdMemberList struct {
 // start until etcd's member list has been copied into spec.initialCluster.
 func (m *EtcdMember) Pending() bool { return m.Spec.InitialCluster == "" }
 
+// HasBooted reports the persisted fact that the member has run and joined.
+func (m *EtcdMember) HasBooted() bool { return m.Status.FirstReadyTime != nil }
+
 // InitialClusterState derives --initial-cluster-state. "new" is a phase of the
 // cluster, not a property of the seed: it is given only while nothing says the
 // cluster exists, so a seed whose data dir is later lost fails loudly under
 // "existing" instead of quietly forming a fresh one-member cluster.
 func InitialClusterState(m *EtcdMember, clusterFormed bool) string {
-	if m.Spec.Bootstrap && m.Status.MemberID == "" && !clusterFormed {
+	if m.Spec.Bootstrap && m.Status.MemberID == "" && !clusterFormed && !m.HasBooted() {
 		return "new"
 	}
 	return "existing"
+}
+
+// InitialCluster derives --initial-cluster for the member's next start.
+// Until the member has booted it is etcd's member list from the add. After
+// that it names only the member itself: etcd ignores the flag on a data dir
+// it can open, and on an empty one a self-only list under "existing" leaves
+// it no peer to fetch the cluster from, so it exits with "discovery failed"
+// rather than rejoining under its old ID with none of its raft state.
+func InitialCluster(m *EtcdMember, selfPeerURL string) string {
+	if m.HasBooted() {
+		return m.Name + "=" + selfPeerURL
+	}
+	return m.Spec.InitialCluster
 }

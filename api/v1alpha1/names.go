@@ -61,6 +61,18 @@ func ClientServiceName(cluster string) string { return cluster + "-client" }
 // MemberNamePrefix is the GenerateName of a cluster's members.
 func MemberNamePrefix(cluster string) string { return cluster + "-" }
 
+// StartupConfigName is the ConfigMap that holds the member's
+// --initial-cluster and --initial-cluster-state. The Pod reads them as
+// environment variables, which the kubelet resolves again at every container
+// start, so a restart in the same Pod gets today's values.
+func StartupConfigName(member string) string { return member + "-startup" }
+
+// Keys of the startup ConfigMap: etcd reads ETCD_<FLAG> variables as flags.
+const (
+	StartupInitialClusterKey      = "ETCD_INITIAL_CLUSTER"
+	StartupInitialClusterStateKey = "ETCD_INITIAL_CLUSTER_STATE"
+)
+
 // DataVolumeClaimName is a member's PersistentVolumeClaim.
 func DataVolumeClaimName(member string) string { return "data-" + member }
 

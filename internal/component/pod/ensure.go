@@ -7,11 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/owner"
 )
 
 // ErrMemberPending is returned by Ensure for a member whose etcd-side add is
@@ -19,28 +19,6 @@ import (
 // --initial-cluster, which etcd replaces with a localhost default that can
 // never be this member's cluster.
 var ErrMemberPending = errors.New("member is pending: spec.initialCluster is empty")
-
-// NotOwnedError reports a Pod with the member's name that is not controlled
-// by the member. It is never adopted: a Pod left over from an earlier member
-// of the same name would carry another member's flags and could point at
-// another member's data.
-type NotOwnedError struct {
-	Namespace string
-	Name      string
-	// OwnerUID is the member UID the Pod should have been controlled by.
-	OwnerUID types.UID
-	// Controller is the Pod's actual controller, nil if it has none.
-	Controller *metav1.OwnerReference
-}
-
-func (e *NotOwnedError) Error() string {
-	if e.Controller == nil {
-		return fmt.Sprintf("Pod %s/%s exists without a controller; refusing to adopt it for EtcdMember UID %s",
-			e.Namespace, e.Name, e.OwnerUID)
-	}
-	return fmt.Sprintf("Pod %s/%s is controlled by %s %s (UID %s), not by EtcdMember UID %s",
-		e.Namespace, e.Name, e.Controller.Kind, e.Controller.Name, e.Controller.UID, e.OwnerUID)
-}
 
 // Ensure returns the member's Pod, creating it from Build if it does not exist.
 //
@@ -51,7 +29,7 @@ func (e *NotOwnedError) Error() string {
 // member. A Pod that must change is deleted and re-created by the caller.
 //
 // A Pod of that name not controlled by this member's UID yields a
-// *NotOwnedError. A Pod that is being deleted is returned too; callers must
+// *owner.NotOwnedError. A Pod that is being deleted is returned too; callers must
 // check DeletionTimestamp before treating it as running.
 func Ensure(ctx context.Context, c client.Client, p Params) (*corev1.Pod, error) {
 	m := p.Member
@@ -61,7 +39,7 @@ func Ensure(ctx context.Context, c client.Client, p Params) (*corev1.Pod, error)
 	err := c.Get(ctx, key, existing)
 	switch {
 	case err == nil:
-		if err := checkOwner(existing, m.UID); err != nil {
+		if err := owner.Check("Pod", existing, m.UID); err != nil {
 			return nil, err
 		}
 		return existing, nil
@@ -107,10 +85,3 @@ func SetRoleLabel(ctx context.Context, c client.Client, pod *corev1.Pod, voter b
 	return nil
 }
 
-func checkOwner(pod *corev1.Pod, owner types.UID) error {
-	ref := metav1.GetControllerOf(pod)
-	if ref != nil && ref.UID == owner {
-		return nil
-	}
-	return &NotOwnedError{Namespace: pod.Namespace, Name: pod.Name, OwnerUID: owner, Controller: ref}
-}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/owner"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 )
 
@@ -113,7 +114,7 @@ func TestEnsure_RefusesPodsItDoesNotControl(t *testing.T) {
 
 			got, err := pod.Ensure(context.Background(), c, newParams(newMember()))
 			g.Expect(got).To(BeNil())
-			var notOwned *pod.NotOwnedError
+			var notOwned *owner.NotOwnedError
 			g.Expect(errors.As(err, &notOwned)).To(BeTrue(), "got %v", err)
 			g.Expect(notOwned.Name).To(Equal(testMember))
 			g.Expect(notOwned.OwnerUID).To(BeEquivalentTo("member-uid"))

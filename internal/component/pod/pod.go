@@ -197,9 +197,7 @@ func Args(p Params) []string {
 		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", v1alpha1.PeerPort),
 		"--initial-advertise-peer-urls=" + v1alpha1.PeerURL(m.Name, cluster, ns, domain),
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", v1alpha1.MetricsPort),
-		"--initial-cluster=" + m.Spec.InitialCluster,
 		"--initial-cluster-token=" + m.Spec.ClusterToken,
-		"--initial-cluster-state=" + v1alpha1.InitialClusterState(m, p.ClusterFormed),
 	}
 	if o := m.Spec.Options; o != nil {
 		if o.QuotaBackendBytes != nil {
@@ -226,6 +224,7 @@ func container(p Params, ns string) corev1.Container {
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         []string{etcdBinary},
 		Args:            Args(p),
+		Env:             env(p),
 		Ports: []corev1.ContainerPort{
 			{Name: "client", ContainerPort: v1alpha1.ClientPort, Protocol: corev1.ProtocolTCP},
 			{Name: "peer", ContainerPort: v1alpha1.PeerPort, Protocol: corev1.ProtocolTCP},

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -59,21 +60,24 @@ func flag(p *corev1.Pod, name string) (string, bool) {
 	return "", false
 }
 
-func TestBuild_InitialClusterState(t *testing.T) {
+func TestBuildStartupConfig_InitialClusterState(t *testing.T) {
 	// Rows marked "bootstrap alone says new" are the ones a derivation from
 	// spec.bootstrap alone gets wrong: each would let a seed that lost its data
 	// quietly form a fresh single-member cluster.
+	booted := metav1.NewTime(time.Unix(1_700_000_000, 0))
 	tests := []struct {
 		name          string
 		bootstrap     bool
 		memberID      string
 		clusterFormed bool
+		booted        bool
 		want          string
 	}{
 		{name: "seed before the cluster exists", bootstrap: true, want: "new"},
 		{name: "seed once the cluster is formed (bootstrap alone says new)", bootstrap: true, clusterFormed: true, want: "existing"},
 		{name: "seed with a latched member ID (bootstrap alone says new)", bootstrap: true, memberID: "8e9e05c52164694d", want: "existing"},
 		{name: "seed with member ID in a formed cluster (bootstrap alone says new)", bootstrap: true, memberID: "8e9e05c52164694d", clusterFormed: true, want: "existing"},
+		{name: "seed that booted before anything was latched (bootstrap alone says new)", bootstrap: true, booted: true, want: "existing"},
 		{name: "non-seed before the cluster is formed", want: "existing"},
 		{name: "non-seed with member ID in a formed cluster", memberID: "91bc3c398fb3c146", clusterFormed: true, want: "existing"},
 	}
@@ -83,15 +87,54 @@ func TestBuild_InitialClusterState(t *testing.T) {
 			m := newMember(func(m *v1alpha1.EtcdMember) {
 				m.Spec.Bootstrap = tt.bootstrap
 				m.Status.MemberID = tt.memberID
+				if tt.booted {
+					m.Status.FirstReadyTime = &booted
+				}
 			})
 			p := newParams(m)
 			p.ClusterFormed = tt.clusterFormed
-
-			got, ok := flag(pod.Build(p), "initial-cluster-state")
-			g.Expect(ok).To(BeTrue())
-			g.Expect(got).To(Equal(tt.want))
+			cm := pod.BuildStartupConfig(p)
+			g.Expect(cm.Data).To(HaveKeyWithValue(v1alpha1.StartupInitialClusterStateKey, tt.want))
 		})
 	}
+}
+
+func TestBuildStartupConfig_InitialClusterNamesOnlySelfOnceBooted(t *testing.T) {
+	g := NewWithT(t)
+	joiner := newMember(func(m *v1alpha1.EtcdMember) {
+		m.Spec.InitialCluster = "a=http://a:2380,demo-x7k2p=http://demo-x7k2p.demo.prod.svc.cluster.local:2380"
+	})
+	cm := pod.BuildStartupConfig(newParams(joiner))
+	g.Expect(cm.Data).To(HaveKeyWithValue(v1alpha1.StartupInitialClusterKey, joiner.Spec.InitialCluster),
+		"before its first boot a member joins with etcd's member list")
+	g.Expect(cm.Name).To(Equal(testMember + "-startup"))
+	g.Expect(cm.OwnerReferences).To(HaveLen(1))
+	g.Expect(cm.OwnerReferences[0].UID).To(BeEquivalentTo("member-uid"))
+
+	booted := metav1.NewTime(time.Unix(1_700_000_000, 0))
+	joiner.Status.FirstReadyTime = &booted
+	cm = pod.BuildStartupConfig(newParams(joiner))
+	g.Expect(cm.Data).To(HaveKeyWithValue(v1alpha1.StartupInitialClusterKey, testInitial),
+		"after it, an empty data dir must find no peer to rejoin through")
+}
+
+func TestBuild_StartupFlagsComeFromTheConfigMap(t *testing.T) {
+	g := NewWithT(t)
+	c := pod.Build(newParams(newMember())).Spec.Containers[0]
+	for _, a := range c.Args {
+		g.Expect(a).NotTo(HavePrefix("--initial-cluster="), "a flag would shadow the re-resolved variable")
+		g.Expect(a).NotTo(HavePrefix("--initial-cluster-state="))
+	}
+	refs := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.ConfigMapKeyRef.Name + "/" + e.ValueFrom.ConfigMapKeyRef.Key
+		}
+	}
+	g.Expect(refs).To(Equal(map[string]string{
+		"ETCD_INITIAL_CLUSTER":       testMember + "-startup/ETCD_INITIAL_CLUSTER",
+		"ETCD_INITIAL_CLUSTER_STATE": testMember + "-startup/ETCD_INITIAL_CLUSTER_STATE",
+	}))
 }
 
 func TestBuild_Args(t *testing.T) {
@@ -104,9 +147,7 @@ func TestBuild_Args(t *testing.T) {
 		"--listen-peer-urls=http://0.0.0.0:2380",
 		"--initial-advertise-peer-urls=http://" + host + ":2380",
 		"--listen-metrics-urls=http://0.0.0.0:2381",
-		"--initial-cluster=" + testInitial,
 		"--initial-cluster-token=" + testToken,
-		"--initial-cluster-state=existing",
 	}
 	tests := []struct {
 		name    string

@@ -8,34 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/owner"
 )
 
-// NotOwnedError reports a claim with the member's claim name that is not
-// controlled by the member. It is never adopted: a claim left behind by an
-// earlier member of the same name holds another member's data, and starting
-// this member on it would give etcd two members with one identity.
-type NotOwnedError struct {
-	Namespace string
-	Name      string
-	// OwnerUID is the member UID the claim should have been controlled by.
-	OwnerUID types.UID
-	// Controller is the claim's actual controller, nil if it has none.
-	Controller *metav1.OwnerReference
-}
-
-func (e *NotOwnedError) Error() string {
-	if e.Controller == nil {
-		return fmt.Sprintf("PersistentVolumeClaim %s/%s exists without a controller; refusing to adopt it for EtcdMember UID %s",
-			e.Namespace, e.Name, e.OwnerUID)
-	}
-	return fmt.Sprintf("PersistentVolumeClaim %s/%s is controlled by %s %s (UID %s), not by EtcdMember UID %s",
-		e.Namespace, e.Name, e.Controller.Kind, e.Controller.Name, e.Controller.UID, e.OwnerUID)
-}
 
 // Build returns the data volume claim of a member, or nil for a member on the
 // Memory medium, which keeps its data in the Pod.
@@ -100,7 +79,7 @@ func Build(m *v1alpha1.EtcdMember) *corev1.PersistentVolumeClaim {
 // An existing claim is never updated: its class and access modes are
 // immutable, and growing it is a resize with its own failure modes, not a
 // side effect of reconciling. A claim of that name not controlled by this
-// member's UID yields a *NotOwnedError.
+// member's UID yields a *owner.NotOwnedError.
 func Ensure(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember) (*corev1.PersistentVolumeClaim, error) {
 	desired := Build(m)
 	if desired == nil {
@@ -112,9 +91,8 @@ func Ensure(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember) (*core
 	err := c.Get(ctx, key, existing)
 	switch {
 	case err == nil:
-		ref := metav1.GetControllerOf(existing)
-		if ref == nil || ref.UID != m.UID {
-			return nil, &NotOwnedError{Namespace: existing.Namespace, Name: existing.Name, OwnerUID: m.UID, Controller: ref}
+		if err := owner.Check("PersistentVolumeClaim", existing, m.UID); err != nil {
+			return nil, err
 		}
 		return existing, nil
 	case !apierrors.IsNotFound(err):

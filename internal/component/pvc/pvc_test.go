@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/owner"
 	"github.com/quorumctl/etcd-operator/internal/component/pvc"
 )
 
@@ -186,7 +187,7 @@ func TestEnsure(t *testing.T) {
 
 			got, err := pvc.Ensure(ctx, c, m)
 			if tt.wantOwned {
-				var notOwned *pvc.NotOwnedError
+				var notOwned *owner.NotOwnedError
 				g.Expect(errors.As(err, &notOwned)).To(BeTrue(), "got %v", err)
 				g.Expect(notOwned.OwnerUID).To(BeEquivalentTo("member-uid"))
 			} else {

@@ -9,33 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/owner"
 )
 
-// NotOwnedError reports a Service with the name the operator wants that is
-// not controlled by the cluster. The peer Service is named after the cluster,
-// so a user's own Service of that name is a real possibility; taking it over
-// would silently re-point its selector at etcd.
-type NotOwnedError struct {
-	Namespace string
-	Name      string
-	// OwnerUID is the UID the Service should have been controlled by.
-	OwnerUID types.UID
-	// Controller is the Service's actual controller, nil if it has none.
-	Controller *metav1.OwnerReference
-}
-
-func (e *NotOwnedError) Error() string {
-	if e.Controller == nil {
-		return fmt.Sprintf("Service %s/%s exists without a controller; refusing to adopt it for owner UID %s",
-			e.Namespace, e.Name, e.OwnerUID)
-	}
-	return fmt.Sprintf("Service %s/%s is controlled by %s %s (UID %s), not by owner UID %s",
-		e.Namespace, e.Name, e.Controller.Kind, e.Controller.Name, e.Controller.UID, e.OwnerUID)
-}
 
 // Sync makes the live Service match desired in the fields the operator owns:
 // selector, ports, publishNotReadyAddresses, and the labels and annotations
@@ -48,7 +27,7 @@ func (e *NotOwnedError) Error() string {
 // from a live Service, since nothing records that the operator once set them.
 //
 // When desired has a controller reference, a live Service controlled by
-// anything else yields a *NotOwnedError and is left alone.
+// anything else yields a *owner.NotOwnedError and is left alone.
 func Sync(ctx context.Context, c client.Client, desired *corev1.Service) error {
 	key := client.ObjectKeyFromObject(desired)
 
@@ -66,8 +45,8 @@ func Sync(ctx context.Context, c client.Client, desired *corev1.Service) error {
 	}
 
 	if want := metav1.GetControllerOf(desired); want != nil {
-		if got := metav1.GetControllerOf(live); got == nil || got.UID != want.UID {
-			return &NotOwnedError{Namespace: live.Namespace, Name: live.Name, OwnerUID: want.UID, Controller: got}
+		if err := owner.Check("Service", live, want.UID); err != nil {
+			return err
 		}
 	}
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/owner"
 	"github.com/quorumctl/etcd-operator/internal/component/service"
 )
 
@@ -274,7 +275,7 @@ func TestSync_RefusesServicesItDoesNotControl(t *testing.T) {
 			c := newClient(w, live)
 
 			err := service.Sync(context.Background(), c, desired)
-			var notOwned *service.NotOwnedError
+			var notOwned *owner.NotOwnedError
 			g.Expect(errors.As(err, &notOwned)).To(BeTrue(), "got %v", err)
 			g.Expect(notOwned.OwnerUID).To(BeEquivalentTo("cluster-uid"))
 			g.Expect(notOwned.Controller != nil).To(Equal(tt.wantController))

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,6 +40,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile makes one member real and reports on it.
@@ -76,23 +78,64 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if _, err := pvc.Ensure(ctx, r.Client, m); err != nil {
 		return ctrl.Result{}, err
 	}
-	p, err := pod.Ensure(ctx, r.Client, pod.Params{
+	params := pod.Params{
 		Member:          m,
 		ClusterFormed:   cluster.ClusterFormed(),
 		ClusterDomain:   r.ClusterDomain,
 		ImageRepository: r.ImageRepository,
-	})
+	}
+	current, err := r.currentPod(ctx, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if memoryPodLost(m, current) {
+		// tmpfs went with the Pod: a new Pod would start with nothing under
+		// the old member ID. The cluster controller replaces the member.
+		obs.podLost = true
+		return ctrl.Result{}, nil
+	}
+	if podReady(current) && !m.HasBooted() {
+		now := metav1.Now()
+		m.Status.FirstReadyTime = &now
+	}
+	// The startup values must be current before any container starts: the
+	// kubelet reads them at each start, including restarts in place.
+	if err := pod.SyncStartupConfig(ctx, r.Client, params); err != nil {
+		return ctrl.Result{}, err
+	}
+	p, err := pod.Ensure(ctx, r.Client, params)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	obs.pod = p
-	if err := pod.SetRoleLabel(ctx, r.Client, p, m.Status.Role == v1alpha1.MemberRoleVoter); err != nil {
+	voter := m.Status.Role == v1alpha1.MemberRoleVoter && m.Status.Fenced == ""
+	if err := pod.SetRoleLabel(ctx, r.Client, p, voter); err != nil {
 		return ctrl.Result{}, err
 	}
 	if podReady(p) && (m.Status.Version == "" || m.Status.PodUID != p.UID) {
 		obs.version = r.observeVersion(ctx, m)
 	}
 	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) currentPod(ctx context.Context, m *v1alpha1.EtcdMember) (*corev1.Pod, error) {
+	p := &corev1.Pod{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, p)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("failed to get Pod %s: %w", m.Name, err)
+	}
+	return p, nil
+}
+
+// memoryPodLost: a Memory member whose recorded Pod is gone or replaced.
+func memoryPodLost(m *v1alpha1.EtcdMember, current *corev1.Pod) bool {
+	if m.Spec.Storage.Medium != v1alpha1.StorageMediumMemory || m.Status.PodUID == "" {
+		return false
+	}
+	return current == nil || current.UID != m.Status.PodUID
 }
 
 // observeVersion asks the member itself which etcd it runs. Best effort: a
@@ -133,6 +176,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.EtcdMember{}).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&corev1.ConfigMap{}).
 		Named("etcdmember").
 		Complete(r)
 }

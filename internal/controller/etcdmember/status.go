@@ -12,6 +12,7 @@ import (
 type observation struct {
 	pod     *corev1.Pod
 	version string
+	podLost bool
 }
 
 // updateStatus computes the member's Ready condition and Pod fields. The
@@ -30,6 +31,10 @@ func updateStatus(m *v1alpha1.EtcdMember, obs observation) {
 		m.Status.Version = obs.version
 	}
 	status, reason, msg := readiness(m, obs.pod)
+	if obs.podLost {
+		status, reason, msg = metav1.ConditionFalse, v1alpha1.MemberPodLostReason,
+			"the Pod and its tmpfs data are gone; the member is replaced, not restarted"
+	}
 	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
 		Type: v1alpha1.MemberReadyCondition, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: m.Generation,
