@@ -12,6 +12,9 @@ const (
 	ReadyCondition = "Ready"
 	// ProgressingCondition is True while the operator works towards a target.
 	ProgressingCondition = "Progressing"
+	// MembersHealthyCondition is False while some member is broken beyond
+	// restarting; its message names the member and why.
+	MembersHealthyCondition = "MembersHealthy"
 )
 
 // Reasons shared by several conditions.
@@ -55,6 +58,19 @@ const (
 const (
 	// MembersReadyReason: every desired member is a ready voter.
 	MembersReadyReason = "MembersReady"
+)
+
+// Reasons of the MembersHealthy condition.
+const (
+	// AllMembersHealthyReason: no member is broken.
+	AllMembersHealthyReason = "AllMembersHealthy"
+	// ReplacingMemberReason: a broken member is being replaced by a new
+	// member with a new member ID.
+	ReplacingMemberReason = "ReplacingMember"
+	// QuorumGateHoldingReason: a member is broken but replacing it would
+	// leave the remaining voters without quorum, so nothing is deleted.
+	// Recovering needs a person (or a restore) to bring voters back.
+	QuorumGateHoldingReason = "QuorumGateHolding"
 )
 
 // Reasons of the Progressing condition.

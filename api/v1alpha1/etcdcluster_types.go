@@ -104,6 +104,11 @@ type EtcdClusterStatus struct {
 	// +optional
 	ReadyMembers int32 `json:"readyMembers,omitempty"`
 
+	// BrokenMembers counts members self-heal has judged beyond restarting:
+	// lost or corrupt data, a diverged view, a lost Memory Pod, a crash loop.
+	// +optional
+	BrokenMembers int32 `json:"brokenMembers,omitempty"`
+
 	// Members summarises each member.
 	// +optional
 	// +listType=map

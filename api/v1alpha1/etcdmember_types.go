@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -105,6 +106,15 @@ type EtcdMemberList struct {
 // Pending reports a member whose etcd-side add is not finished: no Pod may
 // start until etcd's member list has been copied into spec.initialCluster.
 func (m *EtcdMember) Pending() bool { return m.Spec.InitialCluster == "" }
+
+// LostPod reports a Memory member whose recorded Pod is gone or replaced:
+// its tmpfs data went with that Pod, so it must be replaced, not restarted.
+func (m *EtcdMember) LostPod(current *corev1.Pod) bool {
+	if m.Spec.Storage.Medium != StorageMediumMemory || m.Status.PodUID == "" {
+		return false
+	}
+	return current == nil || current.UID != m.Status.PodUID
+}
 
 // HasBooted reports the persisted fact that the member has run and joined.
 func (m *EtcdMember) HasBooted() bool { return m.Status.FirstReadyTime != nil }

@@ -104,4 +104,3 @@ func oomKilled(cs *corev1.ContainerStatus) bool {
 	}
 	return false
 }
-

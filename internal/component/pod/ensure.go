@@ -84,4 +84,3 @@ func SetRoleLabel(ctx context.Context, c client.Client, pod *corev1.Pod, voter b
 	}
 	return nil
 }
-

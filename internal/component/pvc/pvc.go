@@ -15,7 +15,6 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/component/owner"
 )
 
-
 // Build returns the data volume claim of a member, or nil for a member on the
 // Memory medium, which keeps its data in the Pod.
 //

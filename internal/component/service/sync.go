@@ -15,7 +15,6 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/component/owner"
 )
 
-
 // Sync makes the live Service match desired in the fields the operator owns:
 // selector, ports, publishNotReadyAddresses, and the labels and annotations
 // desired carries. It creates the Service if it is absent and writes nothing

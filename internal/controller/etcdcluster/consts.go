@@ -6,12 +6,15 @@ import "time"
 // these cover what no Kubernetes object announces, such as etcd catching a
 // learner up or refusing a change for a few seconds after a promotion.
 const (
-	requeueSoon         = 500 * time.Millisecond
-	requeueLearnerSync  = time.Second
-	requeueEtcdRefused  = 2 * time.Second
-	requeueUnreachable  = 5 * time.Second
-	requeueQuorumWait   = 5 * time.Second
-	requeueSteadyState  = 5 * time.Minute
+	requeueSoon        = 500 * time.Millisecond
+	requeueLearnerSync = time.Second
+	requeueEtcdRefused = 2 * time.Second
+	requeueUnreachable = 5 * time.Second
+	requeueQuorumWait  = 5 * time.Second
+	// requeueSteadyState is how often a healthy cluster's members are looked
+	// at again; reads only, so an idle cluster costs no API writes.
+	requeueSteadyState  = 10 * time.Second
+	viewCheckInterval   = 10 * time.Second
 	etcdInspectTimeout  = 5 * time.Second
 	defaultDeadlineSecs = 600
 )

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
@@ -124,6 +125,8 @@ func (h *harness) readyPod(name string) {
 		Status: corev1.PodStatus{
 			PodIP:      "10.0.0.1",
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", Ready: true,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(h.now)}}}},
 		},
 	}
 	h.g.Expect(h.c.Create(context.Background(), p)).To(Succeed())
@@ -167,3 +170,5 @@ func (h *harness) condition(t string) metav1.Condition {
 	h.t.Fatalf("condition %s not set", t)
 	return metav1.Condition{}
 }
+
+type etcdStatus = etcd.EndpointStatus

@@ -64,6 +64,9 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if p := s.pendingMember(); p != nil {
 		return r.completeAdd(ctx, s, p)
 	}
+	if res, acted, err := r.remediate(ctx, s); acted || err != nil {
+		return res, err
+	}
 	if learners := s.etcd.learners(); len(learners) > 0 {
 		return r.promote(ctx, s, learners[0])
 	}

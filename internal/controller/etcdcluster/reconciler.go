@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,9 @@ type Reconciler struct {
 	ClusterDomain string
 	// Now is the clock; tests set it.
 	Now func() time.Time
+
+	// lastViewCheck maps cluster UID to the last per-member view check.
+	lastViewCheck sync.Map
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
@@ -76,6 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.latchTarget,
 		r.reconcileServices,
 		r.syncMemberStatus,
+		r.reconcilePDB,
 		r.reconcileMembership,
 	})
 }

@@ -34,6 +34,10 @@ type scope struct {
 	peerURLs map[string]string
 	// reached records whether the pass began with the target reached.
 	reached bool
+	// broken are members self-heal judged beyond restarting.
+	broken []brokenMember
+	// remediationHeld says why a broken member is not being replaced.
+	remediationHeld string
 	// terminal is set when the target can no longer be reached (a Reason).
 	terminal string
 	// progress is what the pass did or waits for, for the conditions.
@@ -57,6 +61,9 @@ type etcdView struct {
 	list      etcd.MemberList
 	// health by etcd member ID.
 	health map[uint64]memberHealth
+	// ownLists are members' own (serializable) member lists, read at most
+	// every viewCheckInterval, for the divergence check.
+	ownLists map[uint64]*etcd.MemberList
 }
 
 type memberHealth struct {
@@ -175,6 +182,7 @@ func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster
 		s.etcd = r.inspectEtcd(ctx, s)
 	}
 	s.reached = s.targetReached()
+	s.broken = r.assessMembers(s)
 	return s, nil
 }
 
@@ -234,7 +242,48 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
 	for i, m := range view.list.Members {
 		view.health[m.ID] = results[i]
 	}
+	if r.viewCheckDue(s) {
+		view.ownLists = ownMemberLists(ctx, c, view)
+	}
 	return view
+}
+
+// viewCheckDue rate-limits the per-member member-list reads: they are what
+// catches a member that answers but lives in another cluster, and are cheap,
+// but need not run on every pass.
+func (r *Reconciler) viewCheckDue(s *scope) bool {
+	key := s.cluster.UID
+	if last, ok := r.lastViewCheck.Load(key); ok && s.now.Sub(last.(time.Time)) < viewCheckInterval {
+		return false
+	}
+	r.lastViewCheck.Store(key, s.now)
+	return true
+}
+
+// ownMemberLists asks each started member for its own view of the membership.
+func ownMemberLists(ctx context.Context, c etcd.Client, view etcdView) map[uint64]*etcd.MemberList {
+	out := map[uint64]*etcd.MemberList{}
+	results := make([]*etcd.MemberList, len(view.list.Members))
+	var wg sync.WaitGroup
+	for i, m := range view.list.Members {
+		if len(m.ClientURLs) == 0 || m.IsLearner {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if l, err := c.MemberListAt(ctx, m.ClientURLs[0]); err == nil {
+				results[i] = &l
+			}
+		}()
+	}
+	wg.Wait()
+	for i, m := range view.list.Members {
+		if results[i] != nil {
+			out[m.ID] = results[i]
+		}
+	}
+	return out
 }
 
 // podReady reports whether a member's Pod passes its readiness probe.

@@ -17,7 +17,9 @@ func updateStatus(s *scope, succeeded bool) {
 	c := s.cluster
 	c.Status.Selector = v1alpha1.ClusterSelector(c.Name)
 	c.Status.Members, c.Status.ReadyMembers = memberSummaries(s)
+	c.Status.BrokenMembers = int32(len(s.broken))
 	setAvailable(s)
+	setMembersHealthy(s)
 	setProgressing(s)
 	setReady(s)
 	if succeeded {
@@ -147,6 +149,22 @@ func setReady(s *scope) {
 			msg = "adopting the new spec"
 		}
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+	}
+}
+
+// setMembersHealthy reports self-heal: which member is broken and why, and
+// whether the quorum gate is holding its replacement back.
+func setMembersHealthy(s *scope) {
+	switch {
+	case s.remediationHeld != "":
+		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.QuorumGateHoldingReason, s.remediationHeld)
+	case len(s.broken) > 0:
+		b := s.broken[0]
+		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.ReplacingMemberReason,
+			fmt.Sprintf("%s: %s: %s", b.member.Name, b.verdict.Reason, b.verdict.Detail))
+	default:
+		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionTrue, v1alpha1.AllMembersHealthyReason,
+			"no member is broken")
 	}
 }
 

@@ -88,7 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if memoryPodLost(m, current) {
+	if m.LostPod(current) {
 		// tmpfs went with the Pod: a new Pod would start with nothing under
 		// the old member ID. The cluster controller replaces the member.
 		obs.podLost = true
@@ -128,14 +128,6 @@ func (r *Reconciler) currentPod(ctx context.Context, m *v1alpha1.EtcdMember) (*c
 		return nil, fmt.Errorf("failed to get Pod %s: %w", m.Name, err)
 	}
 	return p, nil
-}
-
-// memoryPodLost: a Memory member whose recorded Pod is gone or replaced.
-func memoryPodLost(m *v1alpha1.EtcdMember, current *corev1.Pod) bool {
-	if m.Spec.Storage.Medium != v1alpha1.StorageMediumMemory || m.Status.PodUID == "" {
-		return false
-	}
-	return current == nil || current.UID != m.Status.PodUID
 }
 
 // observeVersion asks the member itself which etcd it runs. Best effort: a
