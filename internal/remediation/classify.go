@@ -34,7 +34,7 @@ type fatalSignature struct {
 	reason   Reason
 }
 
-// signatures are checked in order; the first match wins. Observed on etcd
+// signatures are checked in order against each line; the first match wins. Observed on etcd
 // 3.5 to 3.7 (see docs/design/0003-self-heal.md).
 var signatures = []fatalSignature{
 	// An empty data dir under --initial-cluster-state=existing with a
@@ -46,10 +46,16 @@ var signatures = []fatalSignature{
 	{"member count is unequal", DataDirLost},
 	// A member that re-bootstrapped and then received the real cluster's log.
 	{"failed to update; member unknown", Diverged},
-	{"failed to find remote peer in cluster", Diverged},
 	{"the member has been permanently removed from the cluster", RemovedFromCluster},
-	// Unreadable state on disk.
+	// Unreadable state on disk. bbolt reports a damaged page by panicking
+	// with "assertion failed" as soon as it reads the database.
 	{"failed to open database", DataCorrupt},
+	{"panic: assertion failed", DataCorrupt},
+	{"invalid page type", DataCorrupt},
+	{"failed to get all reachable pages", DataCorrupt},
+	// A damaged or truncated memory-mapped database faults on first touch.
+	{"signal SIGBUS", DataCorrupt},
+	{"unexpected fault address", DataCorrupt},
 	{"invalid database", DataCorrupt},
 	{"crc mismatch", DataCorrupt},
 	{"failed to recover v3 backend", DataCorrupt},
@@ -63,15 +69,15 @@ var signatures = []fatalSignature{
 }
 
 // ClassifyTermination reads a terminated etcd container's message and
-// reports a recognised fatal cause and the line that shows it.
+// reports a recognised fatal cause and the line that shows it. Lines are read
+// from the last: what made the process exit is what it wrote last, while
+// earlier lines may be warnings about other members.
 func ClassifyTermination(message string) (Reason, string, bool) {
-	for _, s := range signatures {
-		if !strings.Contains(message, s.fragment) {
-			continue
-		}
-		for _, line := range strings.Split(message, "\n") {
-			if strings.Contains(line, s.fragment) {
-				return s.reason, shorten(line), true
+	lines := strings.Split(message, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		for _, s := range signatures {
+			if strings.Contains(lines[i], s.fragment) {
+				return s.reason, shorten(lines[i]), true
 			}
 		}
 	}

@@ -17,6 +17,8 @@ const (
 panic: failed to open database`
 	rebootstrapPanic = `{"level":"panic","msg":"failed to update; member unknown","member-id":"f5207f579a8ae3c4"}
 panic: failed to update; member unknown`
+	bboltPage = `{"level":"info","logger":"bbolt","msg":"Opening bbolt db (/var/lib/etcd/data/member/snap/db) successfully"}
+panic: assertion failed: Page expected to be: 2, but self identifies as 16582906387662605088`
 	staleJoiner = `{"level":"fatal","msg":"discovery failed","error":"error validating peerURLs {...}: member count is unequal"}`
 	removed     = `{"level":"warn","msg":"the member has been permanently removed from the cluster"}`
 )
@@ -31,6 +33,10 @@ func TestClassifyTermination(t *testing.T) {
 		{"wiped data dir under existing", wipedUnderExisting, DataDirLost, true},
 		{"garbled WAL", garbledWAL, DataCorrupt, true},
 		{"garbled database", garbledDB, DataCorrupt, true},
+		{"damaged database page", bboltPage, DataCorrupt, true},
+		{"the last line decides", `{"level":"warn","msg":"failed to find remote peer in cluster"}
+{"level":"info","msg":"the member has been permanently removed from the cluster"}
+` + bboltPage, DataCorrupt, true},
 		{"panic after a wrong re-bootstrap", rebootstrapPanic, Diverged, true},
 		{"stale member list", staleJoiner, DataDirLost, true},
 		{"removed from the cluster", removed, RemovedFromCluster, true},

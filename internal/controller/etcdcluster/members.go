@@ -54,6 +54,11 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		return r.reconcileBootstrap(ctx, s)
 	}
 	if !s.etcd.usable() {
+		// Nothing may change without a quorum's answer; remediate only
+		// records which members are broken and why it cannot act.
+		if _, _, err := r.remediate(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
 		s.setProgress(v1alpha1.EtcdUnreachableReason, "%v", s.etcd.err)
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
@@ -67,15 +72,17 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if res, acted, err := r.remediate(ctx, s); acted || err != nil {
 		return res, err
 	}
+	desired := s.desiredReplicas()
+	// Scaling down goes before promotion: the member to remove is the
+	// newest, which is the learner when one is stuck catching up.
+	if len(s.members) > desired {
+		return r.scaleDown(ctx, s)
+	}
 	if learners := s.etcd.learners(); len(learners) > 0 {
 		return r.promote(ctx, s, learners[0])
 	}
-	desired := s.desiredReplicas()
-	switch {
-	case len(s.members) < desired:
+	if len(s.members) < desired {
 		return r.scaleUp(ctx, s)
-	case len(s.members) > desired:
-		return r.scaleDown(ctx, s)
 	}
 	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
 		s.setProgress(v1alpha1.MembersNotReadyReason, "waiting for %s", strings.Join(notReady, ", "))

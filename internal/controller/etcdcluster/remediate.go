@@ -28,7 +28,7 @@ type brokenMember struct {
 // on a formed cluster whose membership etcd answered for: during bootstrap a
 // failing seed is a bootstrap failure, not a member to replace.
 func (r *Reconciler) assessMembers(s *scope) []brokenMember {
-	if !s.cluster.ClusterFormed() || !s.etcd.usable() {
+	if !s.cluster.ClusterFormed() || !s.etcd.listed() {
 		return nil
 	}
 	q := s.quorumView()
@@ -78,13 +78,13 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope) (ctrl.Result, bool
 			return ctrl.Result{}, true, err
 		}
 	}
-	if b.voter {
+	if b.voter || !s.etcd.usable() {
 		voters := len(s.etcd.voters())
 		healthyOthers := s.etcd.healthyVoters()
 		if s.etcd.health[b.id].ok() {
 			healthyOthers--
 		}
-		if !quorum.CanRemoveVoter(voters, healthyOthers) {
+		if !quorum.CanRemoveVoter(voters, healthyOthers) || !s.etcd.usable() {
 			s.remediationHeld = fmt.Sprintf("member %s is broken (%s: %s) but replacing it would leave %d healthy of %d voters, below quorum %d",
 				b.member.Name, b.verdict.Reason, b.verdict.Detail, healthyOthers, voters-1, quorum.Size(voters-1))
 			log.Info("Quorum gate holds a replacement", "healthyOthers", healthyOthers, "voters", voters)

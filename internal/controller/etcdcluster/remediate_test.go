@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
@@ -106,4 +107,20 @@ func TestRemediation_DivergedMemberIsFencedThenReplaced(t *testing.T) {
 
 func statusFor(member, leader uint64) etcdStatus {
 	return etcdStatus{MemberID: member, LeaderID: leader, ClusterID: etcdfake.DefaultClusterID, RaftTerm: 1}
+}
+
+func TestRemediation_HoldsWhenTheQuorumIsGone(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b", "demo-c")
+	h.breakPod("demo-a", "Error", wipedFatal)
+	h.breakPod("demo-b", "Error", wipedFatal)
+	// Without quorum the linearizable member list fails; demo-c still
+	// answers from its own store.
+	h.etcd.SetHook(etcd.OpMemberList, func(etcdfake.Call) error { return etcdfake.ErrUnreachable })
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(3))
+	hc := h.condition(v1alpha1.MembersHealthyCondition)
+	h.g.Expect(hc.Reason).To(Equal(v1alpha1.QuorumGateHoldingReason))
+	h.g.Expect(hc.Message).To(ContainSubstring("below quorum"))
+	h.g.Expect(h.cluster().Status.BrokenMembers).To(BeEquivalentTo(2))
 }

@@ -63,10 +63,6 @@ func (r *Reconciler) cacheIsBehind(ctx context.Context, s *scope) (bool, error) 
 // and the removal goes ahead only if the voters that remain keep a quorum of
 // the smaller membership. The member's finalizer does the etcd-side removal.
 func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
-		s.setProgress(v1alpha1.ScalingDownReason, "waiting for %s before removing a member", strings.Join(notReady, ", "))
-		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
-	}
 	candidates := make([]quorum.Candidate, 0, len(s.members))
 	for _, m := range s.members {
 		candidates = append(candidates, quorum.Candidate{Name: m.Name, Created: m.CreationTimestamp.Time})
@@ -77,6 +73,12 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, erro
 		if m.Name == pick.Name {
 			victim = m
 		}
+	}
+	// The member being removed may itself be the one not ready (a learner
+	// that never caught up); every other member must be.
+	if notReady := r.notReadyMembers(s, victim.Name); len(notReady) > 0 {
+		s.setProgress(v1alpha1.ScalingDownReason, "waiting for %s before removing %s", strings.Join(notReady, ", "), victim.Name)
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
 	em, listed := s.etcd.byPeerURL(r.peerURL(victim))
 	if listed && !em.IsLearner {

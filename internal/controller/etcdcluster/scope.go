@@ -58,7 +58,11 @@ type etcdView struct {
 	// inspected is false when the pass did not talk to etcd at all.
 	inspected bool
 	err       error
-	list      etcd.MemberList
+	// degraded is set when the quorum did not answer and list is one
+	// member's own, serializable view: enough to name broken members and
+	// report on them, never enough to change the membership.
+	degraded bool
+	list     etcd.MemberList
 	// health by etcd member ID.
 	health map[uint64]memberHealth
 	// ownLists are members' own (serializable) member lists, read at most
@@ -73,7 +77,11 @@ type memberHealth struct {
 
 func (h memberHealth) ok() bool { return h.err == nil && len(h.status.Errors) == 0 }
 
+// usable: etcd answered linearizably; membership may be changed.
 func (v etcdView) usable() bool { return v.inspected && v.err == nil }
+
+// listed: some member list is known, authoritative or not.
+func (v etcdView) listed() bool { return v.inspected && (v.err == nil || v.degraded) }
 
 func (v etcdView) byPeerURL(url string) (etcd.Member, bool) {
 	for _, m := range v.list.Members {
@@ -220,7 +228,15 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
 	defer c.Close()
 	if view.list, err = c.MemberList(ctx); err != nil {
 		view.err = fmt.Errorf("failed to list etcd members: %w", err)
-		return view
+		for _, ep := range eps {
+			if own, ownErr := c.MemberListAt(ctx, ep); ownErr == nil {
+				view.list, view.degraded = own, true
+				break
+			}
+		}
+		if !view.degraded {
+			return view
+		}
 	}
 	// One Status call per started member, concurrently, each writing its
 	// own slot; the map is filled afterwards by this goroutine alone.
