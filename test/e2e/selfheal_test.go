@@ -38,7 +38,7 @@ type healHarness struct {
 	name string
 }
 
-func newHealCluster(t *testing.T, ctx context.Context, prefix string, mutate func(*v1alpha1.EtcdCluster)) *healHarness {
+func newHealCluster(ctx context.Context, t *testing.T, prefix string, mutate func(*v1alpha1.EtcdCluster)) *healHarness {
 	g := NewWithT(t)
 	g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
 	c, err := env.Client()
@@ -191,7 +191,7 @@ func startProbe(ctx context.Context, endpoint string) <-chan string {
 func TestSelfHealPersistentMembers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	h := newHealCluster(t, ctx, "heal", nil)
+	h := newHealCluster(ctx, t, "heal", nil)
 
 	t.Log("the seed's data dir is wiped and etcd restarts in place, in the same Pod")
 	seed := h.pick(ctx, true)
@@ -250,10 +250,16 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 	before := h.members(ctx)
 	first := h.pick(ctx, false)
 	second := h.pick(ctx, false, first.Name)
+	// The operator reacts to one failure within a second, so to have it find
+	// two broken members at once it is stopped while both break, and started
+	// again afterwards: an operator restart in the middle of an outage.
+	h.g.Expect(env.ScaleOperator(ctx, 0)).To(Succeed())
+	defer func() { h.g.Expect(env.ScaleOperator(context.Background(), 1)).To(Succeed()) }()
 	for _, m := range []v1alpha1.EtcdMember{first, second} {
 		h.g.Expect(env.WipeDataDir(ctx, h.ns, m.Name)).To(Succeed())
 		h.g.Expect(env.RestartEtcd(ctx, h.ns, m.Name)).To(Succeed())
 	}
+	h.g.Expect(env.ScaleOperator(ctx, 1)).To(Succeed())
 	h.g.Expect(framework.WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
 		cl := &v1alpha1.EtcdCluster{}
 		if err := h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl); err != nil {
@@ -284,7 +290,7 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 func TestSelfHealMemoryMembers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	h := newHealCluster(t, ctx, "heal-mem", func(c *v1alpha1.EtcdCluster) {
+	h := newHealCluster(ctx, t, "heal-mem", func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("64Mi"))}
 	})
 	victim := h.pick(ctx, false)
@@ -299,7 +305,7 @@ func TestSelfHealMemoryMembers(t *testing.T) {
 func TestNeverReplacesOOMKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	h := newHealCluster(t, ctx, "heal-oom", nil)
+	h := newHealCluster(ctx, t, "heal-oom", nil)
 	cl := &v1alpha1.EtcdCluster{}
 	h.g.Expect(h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl)).To(Succeed())
 	patch := client.MergeFrom(cl.DeepCopy())

@@ -16,5 +16,7 @@ const (
 	requeueSteadyState  = 10 * time.Second
 	viewCheckInterval   = 10 * time.Second
 	etcdInspectTimeout  = 5 * time.Second
+	quorumReadTimeout   = 3 * time.Second
+	endpointTimeout     = 2 * time.Second
 	defaultDeadlineSecs = 600
 )

@@ -218,18 +218,24 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
 		view.err = fmt.Errorf("no member Pod is running")
 		return view
 	}
-	ctx, cancel := context.WithTimeout(ctx, etcdInspectTimeout)
-	defer cancel()
 	c, err := r.Dialer.Dial(ctx, eps)
 	if err != nil {
 		view.err = fmt.Errorf("failed to dial etcd: %w", err)
 		return view
 	}
 	defer c.Close()
-	if view.list, err = c.MemberList(ctx); err != nil {
+	// Each step has its own budget: without a quorum the linearizable list
+	// waits out its deadline, and the fallback must still have time left.
+	listCtx, cancel := context.WithTimeout(ctx, quorumReadTimeout)
+	view.list, err = c.MemberList(listCtx)
+	cancel()
+	if err != nil {
 		view.err = fmt.Errorf("failed to list etcd members: %w", err)
 		for _, ep := range eps {
-			if own, ownErr := c.MemberListAt(ctx, ep); ownErr == nil {
+			epCtx, cancel := context.WithTimeout(ctx, endpointTimeout)
+			own, ownErr := c.MemberListAt(epCtx, ep)
+			cancel()
+			if ownErr == nil {
 				view.list, view.degraded = own, true
 				break
 			}
@@ -238,6 +244,8 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
 			return view
 		}
 	}
+	ctx, cancel = context.WithTimeout(ctx, endpointTimeout)
+	defer cancel()
 	// One Status call per started member, concurrently, each writing its
 	// own slot; the map is filled afterwards by this goroutine alone.
 	results := make([]memberHealth, len(view.list.Members))

@@ -124,3 +124,28 @@ func (e *Env) ClientServiceEndpoint(ctx context.Context, ns, cluster string) (st
 	}
 	return fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, v1alpha1.ClientPort), nil
 }
+
+// ScaleOperator sets the operator Deployment's replicas and waits until
+// that many operator Pods are ready (or none remain).
+func (e *Env) ScaleOperator(ctx context.Context, replicas int) error {
+	r := e.Kubectl(ctx, "scale", "deployment", "-n", OperatorNamespace(), "-l", OperatorSelector, fmt.Sprintf("--replicas=%d", replicas))
+	if r.Err != nil {
+		return r.Err
+	}
+	return WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		pods, err := e.Clientset.CoreV1().Pods(OperatorNamespace()).List(ctx, metav1.ListOptions{LabelSelector: OperatorSelector})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, p := range pods.Items {
+			if PodReady(&p) && p.DeletionTimestamp.IsZero() {
+				ready++
+			}
+		}
+		if replicas == 0 {
+			return len(pods.Items) == 0, nil
+		}
+		return ready == replicas, nil
+	})
+}
