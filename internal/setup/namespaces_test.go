@@ -1,0 +1,15 @@
+package setup
+
+import "testing"
+
+func TestCacheOptions_CachesOnlyLabelledCoreObjects(t *testing.T) {
+	opts := CacheOptions(nil)
+	if len(opts.ByObject) != 5 {
+		t.Fatalf("want label-scoped caches for 5 kinds, got %d", len(opts.ByObject))
+	}
+	for obj, by := range opts.ByObject {
+		if by.Label == nil || by.Label.String() != "etcd.quorumctl.io/cluster" {
+			t.Errorf("%T: selector %v, want existence of etcd.quorumctl.io/cluster", obj, by.Label)
+		}
+	}
+}
