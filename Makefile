@@ -170,6 +170,10 @@ undeploy: ## Uninstall the chart (the CRDs and their objects stay).
 bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench
 
+.PHONY: bench-selfheal
+bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a lost Memory Pod (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -selfheal
+
 .PHONY: bench-cluster-up
 bench-cluster-up: ## Time three warm cluster-up runs.
 	hack/bench/cluster-up.sh

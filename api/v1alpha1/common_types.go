@@ -141,4 +141,22 @@ type MemberTemplate struct {
 	// Options are etcd flags.
 	// +optional
 	Options *EtcdOptions `json:"options,omitempty"`
+
+	// DefaultScheduling adds, unless Disabled, a preferred anti-affinity that
+	// spreads members over nodes (when affinity is not set) and a soft
+	// topology spread over zones (when topologySpreadConstraints is empty).
+	// +kubebuilder:default=Enabled
+	// +optional
+	DefaultScheduling DefaultScheduling `json:"defaultScheduling,omitempty"`
 }
+
+// DefaultScheduling switches the operator's scheduling defaults.
+// +kubebuilder:validation:Enum=Enabled;Disabled
+type DefaultScheduling string
+
+const (
+	// DefaultSchedulingEnabled applies the defaults where the user set nothing.
+	DefaultSchedulingEnabled DefaultScheduling = "Enabled"
+	// DefaultSchedulingDisabled never adds anything to the member Pods.
+	DefaultSchedulingDisabled DefaultScheduling = "Disabled"
+)

@@ -15,6 +15,10 @@ const (
 	// MembersHealthyCondition is False while some member is broken beyond
 	// restarting; its message names the member and why.
 	MembersHealthyCondition = "MembersHealthy"
+	// VersionsAlignedCondition is False while members run different etcd
+	// versions, as they do after spec.version changed and before the old
+	// members are replaced.
+	VersionsAlignedCondition = "VersionsAligned"
 )
 
 // Reasons shared by several conditions.
@@ -45,6 +49,12 @@ const (
 
 // Reasons of the Available condition.
 const (
+	// PausedReason: replicas is 0; the last member is dormant and its volume
+	// holds the data. Also the reason of Progressing and Ready when paused.
+	PausedReason = "Paused"
+	// NoDataWrittenReason: the cluster was created with replicas 0 and has
+	// never run, so there is no data anywhere.
+	NoDataWrittenReason = "NoDataWritten"
 	// QuorumAvailableReason: a quorum of voters is healthy and serving.
 	QuorumAvailableReason = "QuorumAvailable"
 	// QuorumLostReason: fewer than a quorum of voters are healthy.
@@ -71,6 +81,14 @@ const (
 	// leave the remaining voters without quorum, so nothing is deleted.
 	// Recovering needs a person (or a restore) to bring voters back.
 	QuorumGateHoldingReason = "QuorumGateHolding"
+)
+
+// Reasons of the VersionsAligned condition.
+const (
+	// SingleVersionReason: every member reports the same etcd version.
+	SingleVersionReason = "SingleVersion"
+	// MixedVersionsReason: members report different etcd versions.
+	MixedVersionsReason = "MixedVersions"
 )
 
 // Reasons of the Progressing condition.

@@ -10,9 +10,13 @@ import (
 const DefaultEtcdVersion = "3.6.16"
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.replicas) && self.replicas == 0)",message="a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members. Use an odd number: 3 tolerates
-	// one failure, 5 tolerates two.
+	// one failure, 5 tolerates two. 0 pauses the cluster: members are
+	// removed down to one, whose Pod is then deleted while its volume and
+	// identity are kept; raising replicas wakes it with all its data.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:XValidation:rule="self >= 0",message="replicas cannot be negative"
 	// +optional

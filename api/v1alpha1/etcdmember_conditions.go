@@ -23,6 +23,8 @@ const (
 	MemberNotListedReason = "NotListed"
 	// MemberRemovingReason: the member is being removed from etcd.
 	MemberRemovingReason = "Removing"
+	// MemberDormantReason: the member of a paused cluster; no Pod runs.
+	MemberDormantReason = "Dormant"
 	// MemberPodLostReason: a Memory member's Pod is gone; its data went with
 	// it, so the Pod is not re-created and the member is replaced.
 	MemberPodLostReason = "PodLost"

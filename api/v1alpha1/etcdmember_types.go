@@ -27,6 +27,11 @@ type EtcdMemberSpec struct {
 	// ClusterToken is etcd's --initial-cluster-token.
 	ClusterToken string `json:"clusterToken"`
 
+	// Dormant parks the member of a paused cluster: its Pod is deleted, its
+	// volume, member ID and place in etcd's membership are kept.
+	// +optional
+	Dormant bool `json:"dormant,omitempty"`
+
 	MemberTemplate `json:",inline"`
 }
 

@@ -76,6 +76,12 @@ func TestCreateValidation(t *testing.T) {
 			"storage.size is required when storage.medium is Memory"},
 		{"zero size", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("0") },
 			"storage.size must be greater than zero"},
+		{"memory cluster created paused", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Replicas = ptr.To[int32](0)
+			c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: qty("64Mi")}
+		}, "a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"},
+		{"unknown scheduling default", func(c *v1alpha1.EtcdCluster) { c.Spec.DefaultScheduling = "Sometimes" },
+			"Unsupported value: \"Sometimes\""},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,6 +122,10 @@ func TestUpdateValidation(t *testing.T) {
 			c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory
 		}, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = "" },
 			"storage.medium cannot be changed after creation"},
+		{"pause a memory cluster", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: qty("64Mi")}
+		}, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) },
+			"a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"},
 		{"set storage class", nil,
 			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") },
 			"storage.storageClassName cannot be changed after creation"},

@@ -33,6 +33,7 @@ type config struct {
 	etcdImageRepository string
 	clusterDomain       string
 	watchNamespaces     string
+	operatorImage       string
 	zap                 zap.Options
 }
 
@@ -50,6 +51,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.clusterDomain, "cluster-domain", setup.EnvOr(setup.EnvClusterDomain, ""),
 		"DNS domain of the cluster; empty detects it from "+setup.ResolvConfPath+", falling back to "+
 			setup.DefaultClusterDomain+" (env "+setup.EnvClusterDomain+").")
+	fs.StringVar(&c.operatorImage, "operator-image", setup.EnvOr(setup.EnvOperatorImage, ""),
+		"The operator's own image, for helper jobs (env "+setup.EnvOperatorImage+").")
 	fs.StringVar(&c.watchNamespaces, "watch-namespaces", setup.EnvOr(setup.EnvWatchNamespaces, ""),
 		"Comma separated namespaces to watch; empty watches all (env "+setup.EnvWatchNamespaces+").")
 	c.zap.BindFlags(fs)
@@ -75,6 +78,7 @@ func run(c config) error {
 	opts := setup.ControllerOptions{
 		EtcdImageRepository: c.etcdImageRepository,
 		ClusterDomain:       setup.ResolveClusterDomain(c.clusterDomain, setup.ResolvConfPath),
+		OperatorImage:       c.operatorImage,
 	}
 	if err := opts.Validate(); err != nil {
 		return err

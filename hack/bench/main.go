@@ -1,6 +1,7 @@
 // Command bench measures the operator on the local cluster: time from apply
 // to Ready for 1 and 3 members, time to scale 3 → 5, and the API writes the
-// operator makes while a 3-member cluster sits idle. It prints what it
+// operator makes while a 3-member cluster sits idle; with -selfheal, the time
+// from a fault to a healed cluster. It prints what it
 // measured; it asserts nothing. Run it with make bench after make cluster-up
 // and make deploy.
 package main
@@ -26,14 +27,15 @@ import (
 
 func main() {
 	idle := flag.Duration("idle", 5*time.Minute, "how long to watch an idle 3-member cluster for API writes")
+	heal := flag.Bool("selfheal", false, "time self-heal scenarios instead of bootstrap and scaling")
 	flag.Parse()
-	if err := run(*idle); err != nil {
+	if err := run(*idle, *heal); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(idle time.Duration) error {
+func run(idle time.Duration, heal bool) error {
 	ctx := context.Background()
 	env, err := framework.Setup()
 	if err != nil {
@@ -51,6 +53,9 @@ func run(idle time.Duration) error {
 		return r.Err
 	}
 	defer env.Kubectl(ctx, "delete", "namespace", ns, "--wait=false")
+	if heal {
+		return selfHeal(ctx, env, c, ns)
+	}
 
 	one, err := timeToReady(ctx, c, ns, "one", 1)
 	if err != nil {

@@ -24,6 +24,7 @@ const (
 	// Environment variables read as fallbacks for the flags of the same meaning.
 	EnvEtcdImageRepository = "ETCD_IMAGE_REPOSITORY"
 	EnvClusterDomain       = "CLUSTER_DOMAIN"
+	EnvOperatorImage       = "OPERATOR_IMAGE"
 	EnvWatchNamespaces     = "WATCH_NAMESPACES"
 )
 
@@ -36,6 +37,9 @@ type ControllerOptions struct {
 	// ClusterDomain is the DNS suffix of the cluster (cluster.local by
 	// default), used to build the stable names of etcd members.
 	ClusterDomain string
+	// OperatorImage is the operator's own image, for work that runs in the
+	// member Pods' namespace (snapshot and restore jobs). Optional today.
+	OperatorImage string
 }
 
 // Validate reports options the controllers cannot work with.

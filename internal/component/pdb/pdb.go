@@ -79,3 +79,22 @@ func Sync(ctx context.Context, c client.Client, desired *policyv1.PodDisruptionB
 	}
 	return nil
 }
+
+// Delete removes the cluster's budget if it exists and is ours.
+func Delete(ctx context.Context, c client.Client, cluster *v1alpha1.EtcdCluster) error {
+	live := &policyv1.PodDisruptionBudget{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Name}, live)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to get PodDisruptionBudget %s: %w", cluster.Name, err)
+	}
+	if owner.Check("PodDisruptionBudget", live, cluster.UID) != nil {
+		return nil
+	}
+	if err := c.Delete(ctx, live); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to delete PodDisruptionBudget %s: %w", cluster.Name, err)
+	}
+	return nil
+}

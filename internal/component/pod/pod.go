@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -119,10 +117,6 @@ func Build(p Params) *corev1.Pod {
 	for i := range m.Spec.Tolerations {
 		tolerations = append(tolerations, *m.Spec.Tolerations[i].DeepCopy())
 	}
-	var spread []corev1.TopologySpreadConstraint
-	for i := range m.Spec.TopologySpreadConstraints {
-		spread = append(spread, *m.Spec.TopologySpreadConstraints[i].DeepCopy())
-	}
 	var nodeSelector map[string]string
 	if len(m.Spec.NodeSelector) > 0 {
 		nodeSelector = maps.Clone(m.Spec.NodeSelector)
@@ -155,8 +149,8 @@ func Build(p Params) *corev1.Pod {
 			Containers: []corev1.Container{container(p, ns)},
 			Volumes:    []corev1.Volume{dataVolume(m)},
 
-			Affinity:                  m.Spec.Affinity.DeepCopy(),
-			TopologySpreadConstraints: spread,
+			Affinity:                  defaultAffinity(m),
+			TopologySpreadConstraints: defaultSpread(m),
 			NodeSelector:              nodeSelector,
 			Tolerations:               tolerations,
 			PriorityClassName:         m.Spec.PriorityClassName,
@@ -199,20 +193,7 @@ func Args(p Params) []string {
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", v1alpha1.MetricsPort),
 		"--initial-cluster-token=" + m.Spec.ClusterToken,
 	}
-	if o := m.Spec.Options; o != nil {
-		if o.QuotaBackendBytes != nil {
-			args = append(args, "--quota-backend-bytes="+strconv.FormatInt(*o.QuotaBackendBytes, 10))
-		}
-		if o.AutoCompactionMode != "" {
-			args = append(args, "--auto-compaction-mode="+string(o.AutoCompactionMode))
-		}
-		if o.AutoCompactionRetention != "" {
-			args = append(args, "--auto-compaction-retention="+o.AutoCompactionRetention)
-		}
-		if o.SnapshotCount != nil {
-			args = append(args, "--snapshot-count="+strconv.FormatInt(*o.SnapshotCount, 10))
-		}
-	}
+	args = append(args, optionFlags(m)...)
 	slices.Sort(args)
 	return args
 }
@@ -256,7 +237,7 @@ func container(p Params, ns string) corev1.Container {
 		// etcd logs the reason for a fatal exit last; keeping it in the
 		// container status lets self-heal classify failures without log access.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		Resources:                resources(p.Member),
+		Resources:                defaultedResources(p.Member),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: DataVolumeName, MountPath: DataMountPath},
 		},
@@ -289,17 +270,6 @@ func containerSecurityContext() *corev1.SecurityContext {
 	}
 }
 
-func resources(m *v1alpha1.EtcdMember) corev1.ResourceRequirements {
-	if m.Spec.Resources != nil {
-		return *m.Spec.Resources.DeepCopy()
-	}
-	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("100m"),
-			corev1.ResourceMemory: resource.MustParse("128Mi"),
-		},
-	}
-}
 
 func dataVolume(m *v1alpha1.EtcdMember) corev1.Volume {
 	if m.Spec.Storage.Medium == v1alpha1.StorageMediumMemory {

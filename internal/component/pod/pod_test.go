@@ -149,16 +149,22 @@ func TestBuild_Args(t *testing.T) {
 		"--listen-metrics-urls=http://0.0.0.0:2381",
 		"--initial-cluster-token=" + testToken,
 	}
+	// 1Gi by default, a third of it for the backend quota.
+	defaults := []string{
+		"--quota-backend-bytes=357913941",
+		"--auto-compaction-mode=periodic",
+		"--auto-compaction-retention=1h",
+	}
 	tests := []struct {
 		name    string
 		domain  string
 		options *v1alpha1.EtcdOptions
 		extra   []string
 	}{
-		{name: "no options"},
-		{name: "empty options", options: &v1alpha1.EtcdOptions{}},
-		{name: "empty cluster domain defaults to cluster.local", domain: "-"},
-		{name: "trailing dot in the cluster domain", domain: "cluster.local."},
+		{name: "no options gets the defaults", extra: defaults},
+		{name: "empty options gets the defaults", options: &v1alpha1.EtcdOptions{}, extra: defaults},
+		{name: "empty cluster domain defaults to cluster.local", domain: "-", extra: defaults},
+		{name: "trailing dot in the cluster domain", domain: "cluster.local.", extra: defaults},
 		{
 			name: "all options",
 			options: &v1alpha1.EtcdOptions{
@@ -177,12 +183,12 @@ func TestBuild_Args(t *testing.T) {
 		{
 			name:    "some options",
 			options: &v1alpha1.EtcdOptions{AutoCompactionMode: "revision", AutoCompactionRetention: "1000"},
-			extra:   []string{"--auto-compaction-mode=revision", "--auto-compaction-retention=1000"},
+			extra:   []string{"--quota-backend-bytes=357913941", "--auto-compaction-mode=revision", "--auto-compaction-retention=1000"},
 		},
 		{
 			name:    "zero quota is passed through, etcd reads it as its default",
 			options: &v1alpha1.EtcdOptions{QuotaBackendBytes: ptr.To[int64](0)},
-			extra:   []string{"--quota-backend-bytes=0"},
+			extra:   []string{"--quota-backend-bytes=0", "--auto-compaction-mode=periodic", "--auto-compaction-retention=1h"},
 		},
 	}
 	for _, tt := range tests {
@@ -508,9 +514,43 @@ func TestBuild_Scheduling(t *testing.T) {
 	g.Expect(m).To(Equal(snapshot))
 }
 
-func TestBuild_EmptySchedulingStaysNil(t *testing.T) {
+func TestBuild_DefaultScheduling(t *testing.T) {
 	g := NewWithT(t)
 	p := pod.Build(newParams(newMember()))
+	anti := p.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	g.Expect(anti).To(HaveLen(1))
+	g.Expect(anti[0].PodAffinityTerm.TopologyKey).To(Equal("kubernetes.io/hostname"))
+	g.Expect(anti[0].PodAffinityTerm.LabelSelector.MatchLabels).To(HaveKeyWithValue(v1alpha1.ClusterLabel, testCluster))
+	g.Expect(p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution).To(BeEmpty(),
+		"preferred only: a one-node cluster must still schedule every member")
+	g.Expect(p.Spec.TopologySpreadConstraints).To(HaveLen(1))
+	g.Expect(p.Spec.TopologySpreadConstraints[0].TopologyKey).To(Equal("topology.kubernetes.io/zone"))
+	g.Expect(p.Spec.TopologySpreadConstraints[0].WhenUnsatisfiable).To(Equal(corev1.ScheduleAnyway))
+
+	user := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
+	p = pod.Build(newParams(newMember(func(m *v1alpha1.EtcdMember) { m.Spec.Affinity = user })))
+	g.Expect(p.Spec.Affinity).To(Equal(user), "a user's affinity replaces the default")
+}
+
+func TestBuild_MemoryLimitDefault(t *testing.T) {
+	g := NewWithT(t)
+	m := newMember(func(m *v1alpha1.EtcdMember) {
+		m.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("512Mi"))}
+	})
+	c := pod.Build(newParams(m)).Spec.Containers[0]
+	g.Expect(c.Resources.Limits.Memory().String()).To(Equal("768Mi"), "size plus 256Mi of headroom")
+	m.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}
+	c = pod.Build(newParams(m)).Spec.Containers[0]
+	g.Expect(c.Resources.Limits.Memory().String()).To(Equal("2Gi"), "a user's limit wins")
+	pvc := pod.Build(newParams(newMember())).Spec.Containers[0]
+	g.Expect(pvc.Resources.Limits).To(BeNil(), "volume members get no default limit")
+}
+
+func TestBuild_SchedulingDefaultsOff(t *testing.T) {
+	g := NewWithT(t)
+	p := pod.Build(newParams(newMember(func(m *v1alpha1.EtcdMember) {
+		m.Spec.DefaultScheduling = v1alpha1.DefaultSchedulingDisabled
+	})))
 
 	g.Expect(p.Spec.Affinity).To(BeNil())
 	g.Expect(p.Spec.TopologySpreadConstraints).To(BeNil())

@@ -172,3 +172,10 @@ func (h *harness) condition(t string) metav1.Condition {
 }
 
 type etcdStatus = etcd.EndpointStatus
+
+func (h *harness) pod(name string) *corev1.Pod {
+	h.t.Helper()
+	p := &corev1.Pod{}
+	h.g.Expect(h.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: name}, p)).To(Succeed())
+	return p
+}

@@ -53,6 +53,16 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if !s.cluster.ClusterFormed() {
 		return r.reconcileBootstrap(ctx, s)
 	}
+	desired := s.desiredReplicas()
+	if d := s.dormantMember(); d != nil {
+		if desired > 0 {
+			return r.wake(ctx, s, d)
+		}
+		return ctrl.Result{}, nil
+	}
+	if desired == 0 && len(s.members) == 1 && len(s.deleting) == 0 {
+		return r.pause(ctx, s, s.members[0])
+	}
 	if !s.etcd.usable() {
 		// Nothing may change without a quorum's answer; remediate only
 		// records which members are broken and why it cannot act.
@@ -72,7 +82,6 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if res, acted, err := r.remediate(ctx, s); acted || err != nil {
 		return res, err
 	}
-	desired := s.desiredReplicas()
 	// Scaling down goes before promotion: the member to remove is the
 	// newest, which is the learner when one is stuck catching up.
 	if len(s.members) > desired {

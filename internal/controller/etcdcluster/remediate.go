@@ -34,7 +34,7 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 	q := s.quorumView()
 	var broken []brokenMember
 	for _, m := range s.members {
-		if m.Pending() {
+		if m.Pending() || m.Spec.Dormant {
 			continue
 		}
 		em, listed := s.etcd.byPeerURL(s.peerURLs[m.Name])

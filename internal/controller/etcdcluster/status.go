@@ -2,6 +2,8 @@ package etcdcluster
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ func updateStatus(s *scope, succeeded bool) {
 	c.Status.Selector = v1alpha1.ClusterSelector(c.Name)
 	c.Status.Members, c.Status.ReadyMembers = memberSummaries(s)
 	c.Status.BrokenMembers = int32(len(s.broken))
+	setVersionsAligned(s)
 	setAvailable(s)
 	setMembersHealthy(s)
 	setProgressing(s)
@@ -65,6 +68,14 @@ func setCondition(s *scope, condType string, status metav1.ConditionStatus, reas
 func setAvailable(s *scope) {
 	c := s.cluster
 	switch {
+	case s.desiredReplicas() == 0 && !c.ClusterFormed():
+		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.NoDataWrittenReason,
+			"created with replicas 0: no member has ever run and no data has been written")
+	case s.desiredReplicas() == 0 && s.dormantMember() != nil:
+		d := s.dormantMember()
+		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.PausedReason,
+			fmt.Sprintf("paused: member %s is dormant and its data is kept on PersistentVolumeClaim %s; set replicas to resume",
+				d.Name, v1alpha1.DataVolumeClaimName(d.Name)))
 	case s.terminal == v1alpha1.BootstrapFailedReason:
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrapFailedReason,
 			fmt.Sprintf("the cluster did not form within %s; delete and re-create the EtcdCluster", deadlineText(c)))
@@ -124,6 +135,8 @@ func setProgressing(s *scope) {
 	switch {
 	case s.terminal != "":
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, s.terminal, terminalMessage(s))
+	case s.reached && specMatchesObserved(s.cluster) && s.desiredReplicas() == 0:
+		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.PausedReason, "paused at replicas 0")
 	case s.reached && specMatchesObserved(s.cluster):
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason,
 			fmt.Sprintf("%d of %d members ready", len(s.members), s.desiredReplicas()))
@@ -140,7 +153,10 @@ func setReady(s *scope) {
 	switch {
 	case s.terminal != "":
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, s.terminal, terminalMessage(s))
-	case s.reached && specMatchesObserved(s.cluster) && (available || s.desiredReplicas() == 0):
+	case s.reached && specMatchesObserved(s.cluster) && s.desiredReplicas() == 0:
+		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.PausedReason,
+			"paused at replicas 0, as the spec asks")
+	case s.reached && specMatchesObserved(s.cluster) && available:
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.MembersReadyReason,
 			fmt.Sprintf("%d of %d members ready voters", len(s.members), s.desiredReplicas()))
 	default:
@@ -150,6 +166,35 @@ func setReady(s *scope) {
 		}
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg)
 	}
+}
+
+// setVersionsAligned reports whether every member runs the same etcd.
+func setVersionsAligned(s *scope) {
+	versions := map[string][]string{}
+	for _, m := range s.cluster.Status.Members {
+		if m.Version != "" {
+			versions[m.Version] = append(versions[m.Version], m.Name)
+		}
+	}
+	if len(versions) <= 1 {
+		msg := "every running member reports the same etcd version"
+		for v := range versions {
+			msg = "every running member runs etcd " + v
+		}
+		setCondition(s, v1alpha1.VersionsAlignedCondition, metav1.ConditionTrue, v1alpha1.SingleVersionReason, msg)
+		return
+	}
+	keys := make([]string, 0, len(versions))
+	for v := range versions {
+		keys = append(keys, v)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, v := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %s", v, strings.Join(versions[v], ", ")))
+	}
+	setCondition(s, v1alpha1.VersionsAlignedCondition, metav1.ConditionFalse, v1alpha1.MixedVersionsReason,
+		"members run different etcd versions ("+strings.Join(parts, "; ")+")")
 }
 
 // setMembersHealthy reports self-heal: which member is broken and why, and

@@ -87,13 +87,13 @@ func deadlinePassed(s *scope) bool {
 // the right number of members, each a ready voter, nothing half-done.
 func (s *scope) targetReached() bool {
 	desired := s.desiredReplicas()
+	if desired == 0 {
+		return len(s.deleting) == 0 && s.pausedReached()
+	}
 	// A removed member's Pod is still shutting down: the cluster is not yet
 	// what the spec asks for, and it still shows in kubectl get pods.
 	if len(s.deleting) > 0 || len(s.leftoverPods) > 0 || len(s.members) != desired {
 		return false
-	}
-	if desired == 0 {
-		return true
 	}
 	if !s.cluster.ClusterFormed() || !s.etcd.usable() || len(s.etcd.learners()) > 0 {
 		return false
@@ -112,7 +112,7 @@ func (s *scope) targetReached() bool {
 // memberReady: the Pod passes its readiness probe and etcd lists the member
 // as started.
 func (s *scope) memberReady(m *v1alpha1.EtcdMember) bool {
-	if m.Pending() || !s.podReady(m.Name) || !s.etcd.usable() {
+	if m.Pending() || m.Spec.Dormant || !s.podReady(m.Name) || !s.etcd.usable() {
 		return false
 	}
 	em, ok := s.etcd.byPeerURL(s.peerURLs[m.Name])

@@ -75,6 +75,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if m.Pending() {
 		return ctrl.Result{}, nil
 	}
+	if m.Spec.Dormant {
+		// Paused: the Pod goes, the volume, startup config and identity stay.
+		obs.dormant = true
+		return ctrl.Result{}, r.deletePod(ctx, m)
+	}
 	if _, err := pvc.Ensure(ctx, r.Client, m); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -128,6 +133,18 @@ func (r *Reconciler) currentPod(ctx context.Context, m *v1alpha1.EtcdMember) (*c
 		return nil, fmt.Errorf("failed to get Pod %s: %w", m.Name, err)
 	}
 	return p, nil
+}
+
+// deletePod removes the member's Pod if it exists.
+func (r *Reconciler) deletePod(ctx context.Context, m *v1alpha1.EtcdMember) error {
+	current, err := r.currentPod(ctx, m)
+	if err != nil || current == nil || !current.DeletionTimestamp.IsZero() {
+		return err
+	}
+	if err := r.Delete(ctx, current); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to delete Pod %s of dormant member: %w", m.Name, err)
+	}
+	return nil
 }
 
 // observeVersion asks the member itself which etcd it runs. Best effort: a

@@ -13,6 +13,7 @@ type observation struct {
 	pod     *corev1.Pod
 	version string
 	podLost bool
+	dormant bool
 }
 
 // updateStatus computes the member's Ready condition and Pod fields. The
@@ -31,6 +32,11 @@ func updateStatus(m *v1alpha1.EtcdMember, obs observation) {
 		m.Status.Version = obs.version
 	}
 	status, reason, msg := readiness(m, obs.pod)
+	if obs.dormant {
+		m.Status.PodName, m.Status.PodUID = "", ""
+		status, reason, msg = metav1.ConditionFalse, v1alpha1.MemberDormantReason,
+			"the cluster is paused; the member's data stays on its volume"
+	}
 	if obs.podLost {
 		status, reason, msg = metav1.ConditionFalse, v1alpha1.MemberPodLostReason,
 			"the Pod and its tmpfs data are gone; the member is replaced, not restarted"

@@ -149,3 +149,23 @@ func (e *Env) ScaleOperator(ctx context.Context, replicas int) error {
 		return ready == replicas, nil
 	})
 }
+
+// SetOperatorEnv sets one environment variable of the operator Deployment,
+// the way its chart passes settings, and waits for the rollout.
+func (e *Env) SetOperatorEnv(ctx context.Context, name, value string) error {
+	deps, err := e.Clientset.AppsV1().Deployments(OperatorNamespace()).List(ctx, metav1.ListOptions{LabelSelector: OperatorSelector})
+	if err != nil {
+		return err
+	}
+	if len(deps.Items) != 1 {
+		return fmt.Errorf("want one operator Deployment in %s, found %d", OperatorNamespace(), len(deps.Items))
+	}
+	dep := "deployment/" + deps.Items[0].Name
+	if r := e.Kubectl(ctx, "set", "env", "-n", OperatorNamespace(), dep, name+"="+value); r.Err != nil {
+		return r.Err
+	}
+	if r := e.Kubectl(ctx, "rollout", "status", "-n", OperatorNamespace(), dep, "--timeout=3m"); r.Err != nil {
+		return r.Err
+	}
+	return e.CheckOperatorRunning(ctx)
+}

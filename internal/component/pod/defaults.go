@@ -1,0 +1,140 @@
+package pod
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+// Defaults the anchor operator lacks and users otherwise learn the hard way.
+// All are documented in docs/operations.md.
+const (
+	// MemoryHeadroom is added to a Memory member's tmpfs size to make its
+	// default memory limit: tmpfs pages are charged to the container, and
+	// etcd itself needs room beyond its data.
+	MemoryHeadroom = "256Mi"
+	// QuotaFraction is the share of the data volume given to etcd's backend
+	// quota when none is set: a third for the database, a third for the copy
+	// a defragmentation writes, a third for WAL segments and snapshots.
+	QuotaFraction = 3
+	// DefaultAutoCompactionMode and DefaultAutoCompactionRetention keep one
+	// hour of history unless the user says otherwise; without compaction the
+	// database only grows until it hits its quota.
+	DefaultAutoCompactionMode      = "periodic"
+	DefaultAutoCompactionRetention = "1h"
+
+	zoneLabel     = "topology.kubernetes.io/zone"
+	hostnameLabel = "kubernetes.io/hostname"
+)
+
+// defaultedResources applies the default requests and, for Memory members
+// without a memory limit, a limit of the tmpfs size plus headroom.
+func defaultedResources(m *v1alpha1.EtcdMember) corev1.ResourceRequirements {
+	res := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("128Mi"),
+		},
+	}
+	if m.Spec.Resources != nil {
+		res = *m.Spec.Resources.DeepCopy()
+	}
+	if m.Spec.Storage.Medium != v1alpha1.StorageMediumMemory {
+		return res
+	}
+	if _, set := res.Limits[corev1.ResourceMemory]; set {
+		return res
+	}
+	limit := m.Spec.Storage.EffectiveSize()
+	limit.Add(resource.MustParse(MemoryHeadroom))
+	if res.Limits == nil {
+		res.Limits = corev1.ResourceList{}
+	}
+	res.Limits[corev1.ResourceMemory] = limit
+	return res
+}
+
+// optionFlags are etcd's tuning flags, with the operator's defaults where
+// the user set nothing.
+func optionFlags(m *v1alpha1.EtcdMember) []string {
+	o := m.Spec.Options
+	if o == nil {
+		o = &v1alpha1.EtcdOptions{}
+	}
+	quota := defaultQuota(m.Spec.Storage.EffectiveSize())
+	if o.QuotaBackendBytes != nil {
+		quota = *o.QuotaBackendBytes
+	}
+	mode, retention := DefaultAutoCompactionMode, DefaultAutoCompactionRetention
+	if o.AutoCompactionMode != "" {
+		mode = string(o.AutoCompactionMode)
+		retention = o.AutoCompactionRetention
+	} else if o.AutoCompactionRetention != "" {
+		retention = o.AutoCompactionRetention
+	}
+	flags := []string{
+		"--quota-backend-bytes=" + strconv.FormatInt(quota, 10),
+		"--auto-compaction-mode=" + mode,
+	}
+	if retention != "" {
+		flags = append(flags, "--auto-compaction-retention="+retention)
+	}
+	if o.SnapshotCount != nil {
+		flags = append(flags, "--snapshot-count="+strconv.FormatInt(*o.SnapshotCount, 10))
+	}
+	return flags
+}
+
+func defaultQuota(size resource.Quantity) int64 {
+	return size.Value() / QuotaFraction
+}
+
+// defaultAffinity prefers one member per node, unless the user set affinity
+// or turned the defaults off. Preferred, not required: a one-node cluster
+// must still run all its members.
+func defaultAffinity(m *v1alpha1.EtcdMember) *corev1.Affinity {
+	if m.Spec.Affinity != nil {
+		return m.Spec.Affinity.DeepCopy()
+	}
+	if m.Spec.DefaultScheduling == v1alpha1.DefaultSchedulingDisabled {
+		return nil
+	}
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				TopologyKey:   hostnameLabel,
+				LabelSelector: clusterSelector(m),
+			},
+		}},
+	}}
+}
+
+// defaultSpread spreads members over zones softly. ScheduleAnyway means it
+// only steers placement where nodes carry the zone label; elsewhere it is inert.
+func defaultSpread(m *v1alpha1.EtcdMember) []corev1.TopologySpreadConstraint {
+	if len(m.Spec.TopologySpreadConstraints) > 0 {
+		out := make([]corev1.TopologySpreadConstraint, 0, len(m.Spec.TopologySpreadConstraints))
+		for i := range m.Spec.TopologySpreadConstraints {
+			out = append(out, *m.Spec.TopologySpreadConstraints[i].DeepCopy())
+		}
+		return out
+	}
+	if m.Spec.DefaultScheduling == v1alpha1.DefaultSchedulingDisabled {
+		return nil
+	}
+	return []corev1.TopologySpreadConstraint{{
+		MaxSkew:           1,
+		TopologyKey:       zoneLabel,
+		WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector:     clusterSelector(m),
+	}}
+}
+
+func clusterSelector(m *v1alpha1.EtcdMember) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.ClusterLabel: m.Spec.ClusterName}}
+}
