@@ -270,7 +270,6 @@ func containerSecurityContext() *corev1.SecurityContext {
 	}
 }
 
-
 func dataVolume(m *v1alpha1.EtcdMember) corev1.Volume {
 	if m.Spec.Storage.Medium == v1alpha1.StorageMediumMemory {
 		// tmpfs pages are charged to the Pod's memory, so a memory limit must
