@@ -139,6 +139,7 @@ func (h *harness) formed(replicas int32, names ...string) {
 	for i, n := range names {
 		m := h.addMember(n, time.Duration(len(names)-i)*time.Minute, i == 0, false)
 		h.readyPod(n)
+		h.labelVoter(n)
 		em := h.etcd.AddVoter(n, peerURL(n), clientURL(n))
 		h.setMemberStatus(m, em.IDString(), v1alpha1.MemberRoleVoter)
 	}
@@ -178,4 +179,12 @@ func (h *harness) pod(name string) *corev1.Pod {
 	p := &corev1.Pod{}
 	h.g.Expect(h.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: name}, p)).To(Succeed())
 	return p
+}
+
+// labelVoter does what the member controller does once a member is a voter.
+func (h *harness) labelVoter(name string) {
+	h.t.Helper()
+	p := h.pod(name)
+	p.Labels[v1alpha1.RoleLabel] = v1alpha1.RoleLabelVoter
+	h.g.Expect(h.c.Update(context.Background(), p)).To(Succeed())
 }

@@ -132,6 +132,10 @@ func TestCrashRecovery_AfterPatchPromotesOnceReady(t *testing.T) {
 	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}))
 	h.reconcile()
 	h.g.Expect(h.member("demo-c").Status.Role).To(Equal(v1alpha1.MemberRoleVoter))
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionFalse),
+		"not Ready until the client Service can route to the new voter")
+	h.labelVoter("demo-c")
+	h.reconcile()
 	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 	h.g.Expect(h.etcd.AddedLearners).To(BeEmpty())
 }

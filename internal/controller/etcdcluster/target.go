@@ -102,7 +102,10 @@ func (s *scope) targetReached() bool {
 		return false
 	}
 	for _, m := range s.members {
-		if !s.memberReady(m) {
+		// Ready also means served: each voter's Pod carries the label the
+		// client Service selects, which the member controller sets right
+		// after the role is recorded.
+		if !s.memberReady(m) || s.pods[m.Name].Labels[v1alpha1.RoleLabel] != v1alpha1.RoleLabelVoter {
 			return false
 		}
 	}
