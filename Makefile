@@ -31,6 +31,15 @@ RELEASE ?= etcd-operator
 RELEASE_NAMESPACE ?= etcd-operator-system
 HELM_TIMEOUT ?= 5m
 
+# Prometheus alerting rules the chart's PrometheusRule embeds; promtool checks
+# exactly this file. Debian's prometheus package provides both binaries.
+PROMETHEUS_RULES := $(CHART)/files/prometheus-rules.yaml
+PROMTOOL ?= /usr/bin/promtool
+
+# Every optional monitoring object of the chart switched on.
+HELM_MONITORING_VALUES := --set monitoring.serviceMonitor.enabled=true,monitoring.podMonitor.enabled=true \
+  --set monitoring.prometheusRule.enabled=true,monitoring.grafanaDashboard.enabled=true
+
 # Go files of the module, for gofmt (the local cluster's state and caches excluded).
 GO_FILES = $(shell find . \( -path ./.git -o -path ./.cache -o -path ./bin \) -prune -o -name '*.go' -print)
 
@@ -55,7 +64,7 @@ cluster-status: $(LOCALCLUSTER) ## Show the local cluster's components and healt
 ##@ Test
 
 .PHONY: test
-test: verify-generated lint helm-lint test-unit test-envtest test-lifecycle test-e2e ## Everything CI runs: fast checks first, then the tests.
+test: verify-generated lint helm-lint check-rules test-unit test-envtest test-lifecycle test-e2e test-demo ## Everything CI runs: fast checks first, then the tests.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).
@@ -66,13 +75,21 @@ test-lifecycle: $(LOCALCLUSTER) ## Up, down, up, down: nothing of the cluster ma
 	$(GO) test -tags lifecycle -count=1 -timeout 20m -v -run TestUpDownUpDown ./test/localcluster/
 
 .PHONY: test-e2e
-test-e2e: $(LOCALCLUSTER) ## Bring the cluster up, install the operator with its chart, run the e2e suite, bring the cluster down.
+test-e2e: $(LOCALCLUSTER) prometheus ## Bring the cluster up, install the operator with its chart, run the e2e suite, bring the cluster down.
 	$(LOCALCLUSTER) up
 	status=0; \
 	{ KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy && \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...; } || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LOCALCLUSTER) status || true; \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(LOCAL_KUBECTL) logs -n $(RELEASE_NAMESPACE) -l app.kubernetes.io/name=etcd-operator --tail=200 || true; fi; \
+	$(LOCALCLUSTER) down || status=1; \
+	exit $$status
+
+.PHONY: test-demo
+test-demo: $(LOCALCLUSTER) ## make demo from a clean state dir, twice; then tear down.
+	$(LOCALCLUSTER) down --purge
+	status=0; \
+	$(GO) test -tags demo -count=1 -timeout 20m -v ./test/demo/ || status=$$?; \
 	$(LOCALCLUSTER) down || status=1; \
 	exit $$status
 
@@ -135,9 +152,37 @@ lint: ## Run golangci-lint with .golangci.yml (linters and gofmt/goimports check
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: helm-lint
-helm-lint: ## Lint the chart and render it with its default values.
+helm-lint: ## Lint the chart and render it with its default values and with every monitoring object enabled.
 	$(HELM) lint $(CHART)
+	$(HELM) lint $(CHART) $(HELM_MONITORING_VALUES)
 	$(HELM) template $(RELEASE) $(CHART) --namespace $(RELEASE_NAMESPACE) > /dev/null
+	$(HELM) template $(RELEASE) $(CHART) --namespace $(RELEASE_NAMESPACE) $(HELM_MONITORING_VALUES) > /dev/null
+
+.PHONY: check-rules
+check-rules: prometheus ## Check the chart's Prometheus alerting rules, and run their unit tests, with promtool.
+	$(PROMTOOL) check rules $(PROMETHEUS_RULES)
+	$(PROMTOOL) test rules $(PROMETHEUS_RULES:.yaml=_test.yaml)
+
+.PHONY: prometheus
+prometheus: ## Install Debian's prometheus package (prometheus, promtool) if missing, without starting its service.
+	@if [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ]; then exit 0; fi; \
+	if [ "$$(id -u)" -ne 0 ]; then \
+	  echo "error: prometheus and promtool are missing; install Debian's prometheus package (needs root)"; exit 1; \
+	fi; \
+	echo "installing Debian's prometheus package"; \
+	policy=/usr/sbin/policy-rc.d; made=""; \
+	if [ ! -e "$$policy" ]; then \
+	  printf '#!/bin/sh\n# make prometheus: apt must not start the prometheus service.\nexit 101\n' > "$$policy"; \
+	  chmod 755 "$$policy"; made=1; \
+	fi; \
+	trap 'if [ -n "$$made" ]; then rm -f "$$policy"; fi' EXIT; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq; \
+	apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	if /etc/init.d/prometheus status >/dev/null 2>&1; then \
+	  echo "stopping the prometheus service the package started"; /etc/init.d/prometheus stop; \
+	fi; \
+	/usr/bin/prometheus --version | head -1
 
 ##@ Build
 
@@ -163,6 +208,12 @@ deploy: ## Install or upgrade the chart with image IMG into the current kubeconf
 .PHONY: undeploy
 undeploy: ## Uninstall the chart (the CRDs and their objects stay).
 	$(HELM) uninstall $(RELEASE) --namespace $(RELEASE_NAMESPACE) --ignore-not-found --wait --timeout $(HELM_TIMEOUT)
+
+##@ Demo
+
+.PHONY: demo
+demo: $(LOCALCLUSTER) build ## From a fresh clone to a healthy 3-member etcd cluster, with the commands to use it.
+	$(GO) run ./hack/demo --image $(IMG) --localcluster $(LOCALCLUSTER)
 
 ##@ Measure
 

@@ -8,7 +8,7 @@ import "time"
 const (
 	requeueSoon        = 500 * time.Millisecond
 	requeueLearnerSync = time.Second
-	requeueEtcdRefused = 2 * time.Second
+	requeueEtcdRefused = time.Second
 	requeueUnreachable = 5 * time.Second
 	requeueQuorumWait  = 5 * time.Second
 	// requeueSteadyState is how often a healthy cluster's members are looked

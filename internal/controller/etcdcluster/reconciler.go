@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/metrics"
 )
 
 // EventRecorder is the part of the events API the controller uses.
@@ -57,12 +59,16 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
 	cluster := &v1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, req.NamespacedName, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.ForgetCluster(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// Deletion needs no work here: members, Pods, volumes and Services are
 	// owned and cascade, and each member's finalizer skips the etcd-side
 	// removal once its cluster is going away.
 	if !cluster.DeletionTimestamp.IsZero() {
+		metrics.ForgetCluster(req.Namespace, req.Name)
 		return ctrl.Result{}, nil
 	}
 	before := cluster.DeepCopy()

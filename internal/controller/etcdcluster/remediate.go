@@ -11,6 +11,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/metrics"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
@@ -97,6 +98,7 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope) (ctrl.Result, bool
 	if err := r.Delete(ctx, b.member); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, true, fmt.Errorf("failed to delete broken EtcdMember %s: %w", b.member.Name, err)
 	}
+	metrics.MemberReplaced(s.cluster.Namespace, s.cluster.Name, string(b.member.UID), string(b.verdict.Reason))
 	s.setProgress(v1alpha1.ReplacingMemberReason, "replacing %s (%s)", b.member.Name, b.verdict.Reason)
 	return ctrl.Result{}, true, nil
 }

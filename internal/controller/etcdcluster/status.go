@@ -28,6 +28,7 @@ func updateStatus(s *scope, succeeded bool) {
 	if succeeded {
 		c.Status.ObservedGeneration = c.Generation
 	}
+	recordMetrics(s)
 }
 
 func memberSummaries(s *scope) ([]v1alpha1.MemberSummary, int32) {

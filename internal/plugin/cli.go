@@ -1,0 +1,315 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+)
+
+// DefaultDefragTimeout bounds the defragmentation of one member. etcd
+// rewrites the whole database file, which for a database of a few GiB on a
+// slow disk takes minutes; the operator's own default is tuned for
+// reconcile loops, not for this.
+const DefaultDefragTimeout = 5 * time.Minute
+
+// Exit statuses.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// App runs the plugin's commands.
+type App struct {
+	Out, Err io.Writer
+	// NewEnv connects to the cluster the flags select; NewEnv in this
+	// package is the real one.
+	NewEnv func(KubeFlags, ...etcd.Option) (*Env, error)
+}
+
+type options struct {
+	kube     KubeFlags
+	output   string
+	revision int64
+	to       string
+	timeout  time.Duration
+}
+
+type command struct {
+	name     string // words after "kubectl etcd"
+	args     string // positional arguments, for the synopsis
+	summary  string
+	min, max int // positional argument count
+	flags    func(fs *flag.FlagSet, o *options)
+	run      func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error
+}
+
+func outputFlag(fs *flag.FlagSet, o *options) {
+	const usage = "output format: table, json or yaml"
+	fs.StringVar(&o.output, "o", OutputTable, usage)
+	fs.StringVar(&o.output, "output", OutputTable, usage)
+}
+
+var commands = []command{
+	{
+		name: "status", args: "[CLUSTER]", max: 1, flags: outputFlag,
+		summary: "Show each member's role, leader, version, DB size, raft term and index, alarms and Pod readiness; without CLUSTER, of every EtcdCluster in the namespace.",
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runStatus(ctx, env, w, o.output, args)
+		},
+	},
+	{
+		name: "members", args: "CLUSTER", min: 1, max: 1, flags: outputFlag,
+		summary: "Show etcd's own member list: ID, name, peer and client URLs, learner.",
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runMembers(ctx, env, w, o.output, args[0])
+		},
+	},
+	{
+		name: "alarms list", args: "CLUSTER", min: 1, max: 1, flags: outputFlag,
+		summary: "Show the active alarms.",
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runAlarmList(ctx, env, w, o.output, args[0])
+		},
+	},
+	{
+		name: "alarms disarm", args: "CLUSTER", min: 1, max: 1,
+		summary: "Disarm every active alarm and report each one.",
+		run: func(ctx context.Context, env *Env, w io.Writer, _ *options, args []string) error {
+			return runAlarmDisarm(ctx, env, w, args[0])
+		},
+	},
+	{
+		name: "compact", args: "CLUSTER --revision N", min: 1, max: 1,
+		summary: "Compact the key space, discarding history before revision N.",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.Int64Var(&o.revision, "revision", 0, "revision to compact to (required)")
+		},
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runCompact(ctx, env, w, args[0], o.revision)
+		},
+	},
+	{
+		name: "defrag", args: "CLUSTER", min: 1, max: 1,
+		summary: "Defragment one member at a time, followers first and the leader last; refuses unless every member answers, no alarm is active and there is a leader.",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.DurationVar(&o.timeout, "timeout", DefaultDefragTimeout, "how long one member's defragmentation may take")
+		},
+		run: func(ctx context.Context, env *Env, w io.Writer, _ *options, args []string) error {
+			return runDefrag(ctx, env, w, args[0])
+		},
+	},
+	{
+		name: "move-leader", args: "CLUSTER --to MEMBER", min: 1, max: 1,
+		summary: "Hand the leadership to MEMBER, given by name or hex ID.",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.StringVar(&o.to, "to", "", "member to lead, by name or hex ID (required)")
+		},
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runMoveLeader(ctx, env, w, args[0], o.to)
+		},
+	},
+}
+
+func globalFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.kube.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&o.kube.Context, "context", "", "kubeconfig context to use")
+	fs.StringVar(&o.kube.Namespace, "n", "", "namespace of the EtcdCluster (default: the context's namespace)")
+	fs.StringVar(&o.kube.Namespace, "namespace", "", "namespace of the EtcdCluster (default: the context's namespace)")
+}
+
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	// We print usage and errors ourselves, once, in kubectl's style.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// Run executes the command line (without the program name) and returns the
+// exit status.
+func (a *App) Run(ctx context.Context, args []string) int {
+	err := a.run(ctx, args)
+	var usage *usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &usage):
+		_, _ = fmt.Fprintf(a.Err, "error: %v\nSee 'kubectl etcd --help' for usage.\n", err)
+		return ExitUsage
+	}
+	_, _ = fmt.Fprintf(a.Err, "error: %v\n", err)
+	return ExitError
+}
+
+func (a *App) run(ctx context.Context, args []string) error {
+	cmd, o, rest, err := parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		_, err := io.WriteString(a.Out, usageText(cmd))
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	var dialOpts []etcd.Option
+	if o.timeout > 0 {
+		dialOpts = append(dialOpts, etcd.WithDefragmentTimeout(o.timeout))
+	}
+	env, err := a.NewEnv(o.kube, dialOpts...)
+	if err != nil {
+		return err
+	}
+	return cmd.run(ctx, env, a.Out, o, rest)
+}
+
+// parse finds the command and parses its flags. Flags may come before, among
+// or after the arguments, as with kubectl. A help request returns
+// flag.ErrHelp and the command it is about, if any.
+func parse(args []string) (*command, *options, []string, error) {
+	// First pass: find the command words, with a flag set that knows every
+	// flag so that flag values are not mistaken for them.
+	all := newFlagSet("kubectl etcd")
+	var scratch options
+	globalFlags(all, &scratch)
+	for i := range commands {
+		if f := commands[i].flags; f != nil && !slices.ContainsFunc(commands[:i], func(c command) bool { return sameFlags(c, commands[i]) }) {
+			f(all, &scratch)
+		}
+	}
+	words, err := parseInterspersed(all, args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return nil, nil, nil, usagef("%v", err)
+	}
+	cmd, n := lookup(words)
+	if errors.Is(err, flag.ErrHelp) || len(words) == 0 || words[0] == "help" {
+		return cmd, nil, nil, flag.ErrHelp
+	}
+	if cmd == nil {
+		if words[0] == "alarms" {
+			return nil, nil, nil, usagef("alarms needs a subcommand: list or disarm")
+		}
+		return nil, nil, nil, usagef("unknown command %q", words[0])
+	}
+
+	o := &options{}
+	fs := newFlagSet("kubectl etcd " + cmd.name)
+	globalFlags(fs, o)
+	if cmd.flags != nil {
+		cmd.flags(fs, o)
+	}
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cmd, nil, nil, err
+		}
+		return nil, nil, nil, usagef("%s: %v", cmd.name, err)
+	}
+	positional = positional[n:]
+	if len(positional) < cmd.min || len(positional) > cmd.max {
+		return nil, nil, nil, usagef("%s takes %s, got %d argument(s)", cmd.name, cmd.args, len(positional))
+	}
+	return cmd, o, positional, validate(cmd, o)
+}
+
+func validate(cmd *command, o *options) error {
+	switch cmd.name {
+	case "compact":
+		// A default of "the current revision" needs the revision from
+		// etcd's response headers, which internal/etcd does not expose yet.
+		if o.revision <= 0 {
+			return usagef("compact needs --revision N, a positive revision")
+		}
+	case "move-leader":
+		if o.to == "" {
+			return usagef("move-leader needs --to MEMBER, a member name or hex ID")
+		}
+	}
+	if o.output != "" {
+		return checkOutput(o.output)
+	}
+	return nil
+}
+
+// sameFlags reports whether two commands register the same flags, so the
+// first pass registers each only once (flag panics on redefinition).
+func sameFlags(a, b command) bool {
+	return a.flags != nil && b.flags != nil && fmt.Sprintf("%p", a.flags) == fmt.Sprintf("%p", b.flags)
+}
+
+// lookup matches the longest command name at the start of words.
+func lookup(words []string) (*command, int) {
+	for n := min(2, len(words)); n > 0; n-- {
+		name := strings.Join(words[:n], " ")
+		for i := range commands {
+			if commands[i].name == name {
+				return &commands[i], n
+			}
+		}
+	}
+	return nil, 0
+}
+
+// parseInterspersed parses flags wherever they appear among the positional
+// arguments, which the flag package alone stops at.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return positional, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		// Parse swallows a "--" terminator; everything after it is positional.
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+func usageText(cmd *command) string {
+	var b strings.Builder
+	if cmd != nil {
+		fmt.Fprintf(&b, "%s\n\nUsage:\n  kubectl etcd %s %s", cmd.summary, cmd.name, cmd.args)
+		if cmd.flags != nil {
+			fs := newFlagSet(cmd.name)
+			cmd.flags(fs, &options{})
+			b.WriteString("\n\nFlags:\n")
+			fs.VisitAll(func(f *flag.Flag) { flagLine(&b, f) })
+		}
+	} else {
+		b.WriteString("kubectl etcd inspects and maintains the etcd clusters run by the etcd operator.\n")
+		b.WriteString("It reaches the members through the API server's port-forwarding only.\n\nCommands:\n")
+		for _, c := range commands {
+			fmt.Fprintf(&b, "  kubectl etcd %s %s\n      %s\n", c.name, c.args, c.summary)
+		}
+		b.WriteString("\nWith -o json or -o yaml, status, members and alarms list print the documented\nreport types of package internal/plugin (sizes in bytes).")
+	}
+	b.WriteString("\n\nGlobal flags:\n")
+	fs := newFlagSet("global")
+	globalFlags(fs, &options{})
+	fs.VisitAll(func(f *flag.Flag) { flagLine(&b, f) })
+	return b.String()
+}
+
+func flagLine(b *strings.Builder, f *flag.Flag) {
+	dash := "--"
+	if len(f.Name) == 1 {
+		dash = "-"
+	}
+	def := ""
+	if f.DefValue != "" && f.DefValue != "0" {
+		def = " (default " + f.DefValue + ")"
+	}
+	fmt.Fprintf(b, "  %s%s: %s%s\n", dash, f.Name, f.Usage, def)
+}

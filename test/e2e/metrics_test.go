@@ -1,0 +1,265 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/test/e2e/framework"
+)
+
+const (
+	rulesFile     = "charts/etcd-operator/files/prometheus-rules.yaml"
+	dashboardFile = "charts/etcd-operator/files/grafana-dashboard.json"
+)
+
+// TestPrometheusScrapesOperatorAndMembers runs a real Prometheus on the host,
+// discovering Pods through the API server the way the chart's PodMonitor and
+// ServiceMonitor do (port named "metrics"), and proves that every member of a
+// 3-member cluster serves etcd's metrics with a leader, that the operator
+// exports the cluster's etcd_operator_* series, that the chart's alerting
+// rules evaluate cleanly and the dashboard's queries run, and that the
+// cluster's series go when it is deleted.
+func TestPrometheusScrapesOperatorAndMembers(t *testing.T) {
+	g := NewWithT(t)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
+	c, err := env.Client()
+	g.Expect(err).NotTo(HaveOccurred())
+	ns := env.CreateNamespace(t, "metrics")
+	const name = "metrics"
+
+	prom, err := env.StartPrometheus(t, []framework.PodScrapeJob{
+		{
+			Name:          "etcd-operator",
+			Namespaces:    []string{framework.OperatorNamespace()},
+			LabelSelector: framework.OperatorSelector,
+			Port:          "metrics",
+			// The operator's series name the EtcdCluster's namespace.
+			HonorLabels: true,
+		},
+		{
+			Name:            "etcd-members",
+			Namespaces:      []string{ns},
+			LabelSelector:   v1alpha1.ClusterLabel,
+			Port:            "metrics",
+			TargetNamespace: true,
+			PodLabels:       map[string]string{"cluster": v1alpha1.ClusterLabel, "member": v1alpha1.MemberLabel},
+		},
+	}, filepath.Join(env.RepoRoot, rulesFile))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("prometheus serves %s (%s)", prom.URL, time.Since(start).Round(time.Millisecond))
+
+	cluster := &v1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.EtcdClusterSpec{
+			Replicas:       ptr.To[int32](3),
+			MemberTemplate: v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("256Mi"))}},
+		},
+	}
+	g.Expect(c.Create(ctx, cluster)).To(Succeed())
+	_, err = framework.WaitForClusterReady(ctx, c, ns, name, 5*time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	ready := time.Now()
+	t.Logf("cluster Ready (%s)", time.Since(start).Round(time.Millisecond))
+	pods, err := env.MemberPods(ctx, ns, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	var members []string
+	for m := range pods {
+		members = append(members, m)
+	}
+	sort.Strings(members)
+	g.Expect(members).To(HaveLen(3))
+
+	t.Log("every member's target is up and etcd_server_has_leader is 1 on all three")
+	sel := fmt.Sprintf(`namespace=%q,cluster=%q`, ns, name)
+	g.Expect(framework.WaitFor(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		targets, err := prom.Targets(ctx, "etcd-members")
+		if err != nil {
+			return false, err
+		}
+		if err := allUp(targets, 3); err != nil {
+			return false, err
+		}
+		samples, err := prom.Query(ctx, `etcd_server_has_leader{job="etcd-members",`+sel+`}`)
+		if err != nil {
+			return false, err
+		}
+		var withLeader []string
+		for _, s := range samples {
+			if s.Value == 1 {
+				withLeader = append(withLeader, s.Metric["member"])
+			}
+		}
+		sort.Strings(withLeader)
+		if strings.Join(withLeader, ",") != strings.Join(members, ",") {
+			return false, fmt.Errorf("members with a leader: %v, want %v", withLeader, members)
+		}
+		return true, nil
+	})).To(Succeed())
+	t.Logf("members scraped (%s after Ready)", time.Since(ready).Round(time.Millisecond))
+
+	t.Log("the operator's target is up and it exports the cluster: 3 ready members")
+	opSel := fmt.Sprintf(`job="etcd-operator",namespace=%q,cluster=%q`, ns, name)
+	g.Expect(framework.WaitFor(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		targets, err := prom.Targets(ctx, "etcd-operator")
+		if err != nil {
+			return false, err
+		}
+		if !anyUp(targets) {
+			return false, fmt.Errorf("no operator target is up: %+v", targets)
+		}
+		return queryEquals(ctx, prom, `etcd_operator_cluster_ready_members{`+opSel+`}`, 3)
+	})).To(Succeed())
+	t.Logf("operator scraped (%s after Ready)", time.Since(ready).Round(time.Millisecond))
+	for query, want := range map[string]float64{
+		`etcd_operator_cluster_desired_members{` + opSel + `}`:                        3,
+		`etcd_operator_cluster_voting_members{` + opSel + `}`:                         3,
+		`etcd_operator_cluster_learner_members{` + opSel + `}`:                        0,
+		`count(etcd_operator_member_db_size_bytes{` + opSel + `} > 0)`:                3,
+		`count(etcd_operator_cluster_db_size_bytes{` + opSel + `} > 0)`:               1,
+		`count(etcd_operator_cluster_leader_changes_total{` + opSel + `})`:            1,
+		`etcd_operator_member_replacements_total{` + opSel + `,reason="DataDirLost"}`: 0,
+		// controller-runtime's reconcile metrics, which the package does not duplicate.
+		`clamp_max(count(controller_runtime_reconcile_total{job="etcd-operator",controller="etcdcluster"}), 1)`: 1,
+	} {
+		got, err := prom.Query(ctx, query)
+		g.Expect(err).NotTo(HaveOccurred(), query)
+		g.Expect(got).To(HaveLen(1), query)
+		g.Expect(got[0].Value).To(Equal(want), query)
+	}
+
+	t.Log("the chart's alerting rules load and evaluate without error")
+	g.Expect(framework.WaitFor(ctx, time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		groups, err := prom.Rules(ctx)
+		if err != nil {
+			return false, err
+		}
+		n := 0
+		for _, gr := range groups {
+			for _, r := range gr.Rules {
+				if r.Health != "ok" {
+					return false, fmt.Errorf("rule %s in %s: health %q %s", r.Name, gr.Name, r.Health, r.LastError)
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			return false, fmt.Errorf("no rules loaded")
+		}
+		return true, nil
+	})).To(Succeed())
+
+	t.Log("every query of the Grafana dashboard runs")
+	for _, expr := range dashboardQueries(t, ns, name) {
+		_, err := prom.Query(ctx, expr)
+		g.Expect(err).NotTo(HaveOccurred(), expr)
+	}
+
+	t.Log("deleting the cluster removes its series from the operator's metrics")
+	deleted := time.Now()
+	g.Expect(c.Delete(ctx, cluster)).To(Succeed())
+	g.Expect(framework.WaitFor(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		got, err := prom.Query(ctx, `{__name__=~"etcd_operator_.+",`+opSel+`}`)
+		if err != nil {
+			return false, err
+		}
+		if len(got) > 0 {
+			return false, fmt.Errorf("%d series remain, such as %v", len(got), got[0].Metric)
+		}
+		return true, nil
+	})).To(Succeed())
+	t.Logf("series gone %s after the delete; %s in all", time.Since(deleted).Round(time.Millisecond),
+		time.Since(start).Round(time.Millisecond))
+}
+
+func allUp(targets []framework.PromTarget, want int) error {
+	if len(targets) != want {
+		return fmt.Errorf("%d targets, want %d", len(targets), want)
+	}
+	for _, t := range targets {
+		if t.Health != "up" {
+			return fmt.Errorf("target %s is %s: %s", t.ScrapeURL, t.Health, t.LastError)
+		}
+	}
+	return nil
+}
+
+func anyUp(targets []framework.PromTarget) bool {
+	for _, t := range targets {
+		if t.Health == "up" {
+			return true
+		}
+	}
+	return false
+}
+
+func queryEquals(ctx context.Context, prom *framework.Prometheus, query string, want float64) (bool, error) {
+	got, err := prom.Query(ctx, query)
+	if err != nil {
+		return false, err
+	}
+	if len(got) != 1 || got[0].Value != want {
+		return false, fmt.Errorf("%s = %v, want one sample of %v", query, got, want)
+	}
+	return true, nil
+}
+
+// dashboardQueries are the dashboard's panel queries with its variables set
+// to one cluster.
+func dashboardQueries(t *testing.T, ns, cluster string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(env.RepoRoot, dashboardFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	var dash struct {
+		Panels []json.RawMessage `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	r := strings.NewReplacer("$namespace", ns, "$cluster", cluster)
+	var out []string
+	var walk func([]json.RawMessage)
+	walk = func(raw []json.RawMessage) {
+		for _, pr := range raw {
+			var p panel
+			if err := json.Unmarshal(pr, &p); err != nil {
+				t.Fatalf("%s: %v", dashboardFile, err)
+			}
+			for _, tg := range p.Targets {
+				out = append(out, r.Replace(tg.Expr))
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(dash.Panels)
+	if len(out) == 0 {
+		t.Fatalf("%s has no queries", dashboardFile)
+	}
+	return out
+}
