@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
@@ -32,7 +33,8 @@ const (
 // ServiceMonitor do (port named "metrics"), and proves that every member of a
 // 3-member cluster serves etcd's metrics with a leader, that the operator
 // exports the cluster's etcd_operator_* series, that the chart's alerting
-// rules evaluate cleanly and the dashboard's queries run, and that the
+// rules evaluate cleanly and the dashboard's queries run, that a member
+// replaced after losing its data is counted and alerted on, and that the
 // cluster's series go when it is deleted.
 func TestPrometheusScrapesOperatorAndMembers(t *testing.T) {
 	g := NewWithT(t)
@@ -171,6 +173,50 @@ func TestPrometheusScrapesOperatorAndMembers(t *testing.T) {
 		_, err := prom.Query(ctx, expr)
 		g.Expect(err).NotTo(HaveOccurred(), expr)
 	}
+
+	t.Log("a member loses its data: the replacement is counted and EtcdMemberReplaced fires")
+	var victim string
+	var all v1alpha1.EtcdMemberList
+	g.Expect(c.List(ctx, &all, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ClusterLabel: name})).To(Succeed())
+	for _, m := range all.Items {
+		if !m.Spec.Bootstrap {
+			victim = m.Name
+		}
+	}
+	g.Expect(victim).NotTo(BeEmpty())
+	broken := time.Now()
+	g.Expect(env.WipeDataDir(ctx, ns, victim)).To(Succeed())
+	g.Expect(env.RestartEtcd(ctx, ns, victim)).To(Succeed())
+	g.Expect(framework.WaitFor(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		ok, err := queryEquals(ctx, prom, `etcd_operator_member_replacements_total{`+opSel+`,reason="DataDirLost"}`, 1)
+		if !ok {
+			return ok, err
+		}
+		alerts, err := prom.Query(ctx, `ALERTS{alertname="EtcdMemberReplaced",alertstate="firing",reason="DataDirLost",`+sel+`}`)
+		if err != nil || len(alerts) != 1 {
+			return false, fmt.Errorf("EtcdMemberReplaced is not firing: %v %v", alerts, err)
+		}
+		return true, nil
+	})).To(Succeed())
+	t.Logf("replacement counted and alerted %s after the wipe", time.Since(broken).Round(time.Millisecond))
+	_, err = framework.WaitForClusterReady(ctx, c, ns, name, 5*time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(framework.WaitFor(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		targets, err := prom.Targets(ctx, "etcd-members")
+		if err != nil {
+			return false, err
+		}
+		if err := allUp(targets, 3); err != nil {
+			return false, err
+		}
+		for _, tg := range targets {
+			if tg.Labels["member"] == victim {
+				return false, fmt.Errorf("the replaced member %s is still a target", victim)
+			}
+		}
+		return queryEquals(ctx, prom, `etcd_operator_cluster_ready_members{`+opSel+`}`, 3)
+	})).To(Succeed())
+	t.Logf("healed and scraped again %s after the wipe", time.Since(broken).Round(time.Millisecond))
 
 	t.Log("deleting the cluster removes its series from the operator's metrics")
 	deleted := time.Now()

@@ -26,6 +26,13 @@ func (l Layout) Up(ctx context.Context, p *Progress, opts UpOptions) error {
 	if opts.Nodes < 1 {
 		opts.Nodes = 1
 	}
+	if opts.Nodes > 1 {
+		// Node setup is per node already (bridge, subnet, containerd state,
+		// kubelet root, cgroup root), but nodes share the host's network
+		// namespace, where two kube-proxies would fight over one set of
+		// iptables chains; that needs its own design.
+		return fmt.Errorf("--nodes %d: only one node is supported so far", opts.Nodes)
+	}
 	nodes := make([]Node, opts.Nodes)
 	for i := range nodes {
 		nodes[i] = NodeAt(i)
@@ -104,6 +111,24 @@ func (l Layout) Up(ctx context.Context, p *Progress, opts UpOptions) error {
 		}
 	}
 	return l.waitHealthy(ctx, p, nodes)
+}
+
+// Prepare installs the prerequisites and builds (or finds cached) every
+// binary and image, without starting anything.
+func (l Layout) Prepare(ctx context.Context, p *Progress) error {
+	if err := EnsurePrerequisites(ctx, p); err != nil {
+		return err
+	}
+	v, err := LoadVersions(l.RepoRoot)
+	if err != nil {
+		return err
+	}
+	bins, err := l.EnsureBinaries(ctx, p, v)
+	if err != nil {
+		return err
+	}
+	_, err = l.EnsureImageTarballs(ctx, p, v, bins)
+	return err
 }
 
 // Executable is this tool's binary, for use as the supervisor.

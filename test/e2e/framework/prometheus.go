@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -18,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -25,13 +29,13 @@ import (
 // installs it, and make test-e2e depends on that.
 const PrometheusBinary = "/usr/bin/prometheus"
 
-// PodScrapeJob scrapes one named container port of the Pods Kubernetes
-// service discovery (role pod) finds through the cluster's API server.
+// PodScrapeJob scrapes one named container port of the Pods of the cluster
+// under test that match a label selector.
 type PodScrapeJob struct {
 	Name string
 	// Namespaces to discover Pods in; empty means every namespace.
 	Namespaces []string
-	// LabelSelector is a Kubernetes label selector, applied by the API server.
+	// LabelSelector is a Kubernetes label selector.
 	LabelSelector string
 	// Port is the name of the container port to scrape.
 	Port string
@@ -46,6 +50,15 @@ type PodScrapeJob struct {
 
 // Prometheus is a real Prometheus server on the host, scraping Pods of the
 // cluster under test by their Pod IPs.
+//
+// Debian's Prometheus is built without Kubernetes service discovery (Debian
+// removed it for client-go's dependencies), so the test serves the discovery
+// itself: an HTTP service discovery endpoint (http_sd_configs) that lists the
+// Pods through the API server on every refresh and labels each container port
+// the way kubernetes_sd_configs with role pod does (__meta_kubernetes_namespace,
+// __meta_kubernetes_pod_name, __meta_kubernetes_pod_label_<name>,
+// __meta_kubernetes_pod_container_port_name, ...). The relabelling is then
+// exactly what a kubernetes_sd_configs job would use.
 type Prometheus struct {
 	// URL is the server's base URL, http://127.0.0.1:<port>.
 	URL  string
@@ -55,8 +68,7 @@ type Prometheus struct {
 }
 
 // StartPrometheus runs Prometheus with a temporary configuration and storage
-// directory on a free loopback port, discovering Pods through the API server
-// of e.Config with its credentials. ruleFiles are loaded as rule_files. The
+// directory on a free loopback port. ruleFiles are loaded as rule_files. The
 // server is stopped, and its directory removed, when the test ends. A missing
 // binary is an error: the e2e suite never skips.
 func (e *Env) StartPrometheus(t testing.TB, jobs []PodScrapeJob, ruleFiles ...string) (*Prometheus, error) {
@@ -64,24 +76,23 @@ func (e *Env) StartPrometheus(t testing.TB, jobs []PodScrapeJob, ruleFiles ...st
 	if _, err := os.Stat(PrometheusBinary); err != nil {
 		return nil, fmt.Errorf("prometheus is not installed (make prometheus installs Debian's package): %w", err)
 	}
+	sd := httptest.NewServer(e.podDiscovery(jobs))
+	t.Cleanup(sd.Close)
 	dir, err := os.MkdirTemp("", "e2e-prometheus-")
 	if err != nil {
 		return nil, err
 	}
 	p := &Prometheus{dir: dir}
+	// Registered after the discovery server's: runs before it.
 	t.Cleanup(func() { p.stop(t) })
 
-	sd, err := e.kubernetesSD(dir)
-	if err != nil {
-		return nil, err
-	}
 	config := map[string]any{
 		"global": map[string]any{
 			"scrape_interval":     "2s",
 			"scrape_timeout":      "2s",
 			"evaluation_interval": "2s",
 		},
-		"scrape_configs": scrapeConfigs(jobs, sd),
+		"scrape_configs": scrapeConfigs(jobs, sd.URL),
 	}
 	if len(ruleFiles) > 0 {
 		config["rule_files"] = ruleFiles
@@ -123,71 +134,96 @@ func (e *Env) StartPrometheus(t testing.TB, jobs []PodScrapeJob, ruleFiles ...st
 	return p, nil
 }
 
-// kubernetesSD is the kubernetes_sd_configs entry for the API server under
-// test, with the kubeconfig's credentials written to files in dir.
-func (e *Env) kubernetesSD(dir string) (map[string]any, error) {
-	cfg := e.Config
-	tls := map[string]any{}
-	for _, f := range []struct {
-		key, path string
-		data      []byte
-		name      string
-	}{
-		{"ca_file", cfg.CAFile, cfg.CAData, "ca.crt"},
-		{"cert_file", cfg.CertFile, cfg.CertData, "client.crt"},
-		{"key_file", cfg.KeyFile, cfg.KeyData, "client.key"},
-	} {
-		switch {
-		case len(f.data) > 0:
-			path := filepath.Join(dir, f.name)
-			if err := os.WriteFile(path, f.data, 0o600); err != nil {
-				return nil, err
+// podDiscovery serves /<job> in HTTP service discovery's format: one target
+// group per container port of every Pod of the job that has an address.
+func (e *Env) podDiscovery(jobs []PodScrapeJob) http.Handler {
+	mux := http.NewServeMux()
+	for _, j := range jobs {
+		mux.HandleFunc("/"+j.Name, func(w http.ResponseWriter, r *http.Request) {
+			groups, err := e.podTargets(r.Context(), j)
+			if err != nil {
+				// Prometheus keeps the targets it had.
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
 			}
-			tls[f.key] = path
-		case f.path != "":
-			tls[f.key] = f.path
-		}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(groups)
+		})
 	}
-	if cfg.Insecure {
-		tls["insecure_skip_verify"] = true
-	}
-	if cfg.TLSClientConfig.ServerName != "" {
-		tls["server_name"] = cfg.TLSClientConfig.ServerName
-	}
-	sd := map[string]any{"api_server": cfg.Host, "role": "pod", "tls_config": tls}
-	if cfg.BearerToken != "" || cfg.BearerTokenFile != "" {
-		tokenFile := cfg.BearerTokenFile
-		if cfg.BearerToken != "" {
-			tokenFile = filepath.Join(dir, "token")
-			if err := os.WriteFile(tokenFile, []byte(cfg.BearerToken), 0o600); err != nil {
-				return nil, err
-			}
-		}
-		sd["authorization"] = map[string]any{"credentials_file": tokenFile}
-	}
-	return sd, nil
+	return mux
 }
 
-func scrapeConfigs(jobs []PodScrapeJob, base map[string]any) []any {
+type targetGroup struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels"`
+}
+
+func (e *Env) podTargets(ctx context.Context, j PodScrapeJob) ([]targetGroup, error) {
+	namespaces := j.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	groups := []targetGroup{}
+	for _, ns := range namespaces {
+		pods, err := e.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: j.LabelSelector})
+		if err != nil {
+			return nil, err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.Status.PodIP == "" {
+				continue
+			}
+			pod := map[string]string{
+				"__meta_kubernetes_namespace":      p.Namespace,
+				"__meta_kubernetes_pod_name":       p.Name,
+				"__meta_kubernetes_pod_ip":         p.Status.PodIP,
+				"__meta_kubernetes_pod_node_name":  p.Spec.NodeName,
+				"__meta_kubernetes_pod_phase":      string(p.Status.Phase),
+				"__meta_kubernetes_pod_ready":      strconv.FormatBool(PodReady(p)),
+				"__meta_kubernetes_pod_uid":        string(p.UID),
+				"__meta_kubernetes_pod_host_ip":    p.Status.HostIP,
+				"__meta_kubernetes_pod_controller": controllerKind(p),
+			}
+			for k, v := range p.Labels {
+				pod["__meta_kubernetes_pod_label_"+sanitizeLabel(k)] = v
+				pod["__meta_kubernetes_pod_labelpresent_"+sanitizeLabel(k)] = "true"
+			}
+			for _, c := range p.Spec.Containers {
+				for _, port := range c.Ports {
+					labels := maps.Clone(pod)
+					labels["__meta_kubernetes_pod_container_name"] = c.Name
+					labels["__meta_kubernetes_pod_container_port_name"] = port.Name
+					labels["__meta_kubernetes_pod_container_port_number"] = strconv.Itoa(int(port.ContainerPort))
+					labels["__meta_kubernetes_pod_container_port_protocol"] = string(port.Protocol)
+					groups = append(groups, targetGroup{
+						Targets: []string{net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port.ContainerPort)))},
+						Labels:  labels,
+					})
+				}
+			}
+		}
+	}
+	return groups, nil
+}
+
+func controllerKind(p *corev1.Pod) string {
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		return ref.Kind
+	}
+	return ""
+}
+
+func scrapeConfigs(jobs []PodScrapeJob, sdURL string) []any {
 	var out []any
 	for _, j := range jobs {
-		sd := map[string]any{}
-		for k, v := range base {
-			sd[k] = v
-		}
-		if len(j.Namespaces) > 0 {
-			sd["namespaces"] = map[string]any{"names": j.Namespaces}
-		}
-		if j.LabelSelector != "" {
-			sd["selectors"] = []any{map[string]any{"role": "pod", "label": j.LabelSelector}}
-		}
 		relabel := []any{
 			map[string]any{
 				"source_labels": []string{"__meta_kubernetes_pod_container_port_name"},
 				"regex":         j.Port,
 				"action":        "keep",
 			},
-			// A Pod on its way out, or not started, is no target.
+			// A Pod not started, or finished, is no target.
 			map[string]any{
 				"source_labels": []string{"__meta_kubernetes_pod_phase"},
 				"regex":         "Running",
@@ -206,12 +242,15 @@ func scrapeConfigs(jobs []PodScrapeJob, base map[string]any) []any {
 			})
 		}
 		out = append(out, map[string]any{
-			"job_name":              j.Name,
-			"honor_labels":          j.HonorLabels,
-			"kubernetes_sd_configs": []any{sd},
-			"relabel_configs":       relabel,
-			"metrics_path":          "/metrics",
-			"scheme":                "http",
+			"job_name":     j.Name,
+			"honor_labels": j.HonorLabels,
+			"http_sd_configs": []any{map[string]any{
+				"url":              sdURL + "/" + j.Name,
+				"refresh_interval": "2s",
+			}},
+			"relabel_configs": relabel,
+			"metrics_path":    "/metrics",
+			"scheme":          "http",
 		})
 	}
 	return out
@@ -275,11 +314,15 @@ func (p *Prometheus) stop(t testing.TB) {
 			t.Logf("prometheus log:\n%s", p.Log())
 		}
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		var exit error
 		select {
-		case <-p.done:
+		case exit = <-p.done:
 		case <-time.After(10 * time.Second):
 			_ = p.cmd.Process.Kill()
-			<-p.done
+			exit = <-p.done
+		}
+		if exit != nil {
+			t.Logf("prometheus exited: %v", exit)
 		}
 	}
 	if err := os.RemoveAll(p.dir); err != nil {
