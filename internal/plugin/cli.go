@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -44,36 +43,39 @@ type options struct {
 
 type command struct {
 	name     string // words after "kubectl etcd"
-	args     string // positional arguments, for the synopsis
+	args     string // positional arguments and required flags
 	summary  string
 	min, max int // positional argument count
 	flags    func(fs *flag.FlagSet, o *options)
+	help     string // the flags, for usage
 	run      func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error
 }
 
 func outputFlag(fs *flag.FlagSet, o *options) {
-	const usage = "output format: table, json or yaml"
-	fs.StringVar(&o.output, "o", OutputTable, usage)
-	fs.StringVar(&o.output, "output", OutputTable, usage)
+	fs.StringVar(&o.output, "o", OutputTable, "")
+	fs.StringVar(&o.output, "output", OutputTable, "")
 }
+
+const outputHelp = "  -o, --output FORMAT   table, json or yaml (default table); json and yaml have\n" +
+	"                        stable field names and give sizes in bytes\n"
 
 var commands = []command{
 	{
-		name: "status", args: "[CLUSTER]", max: 1, flags: outputFlag,
-		summary: "Show each member's role, leader, version, DB size, raft term and index, alarms and Pod readiness; without CLUSTER, of every EtcdCluster in the namespace.",
+		name: "status", args: "[CLUSTER]", max: 1, flags: outputFlag, help: outputHelp,
+		summary: "Show every member's role, leadership, version, DB size, raft term and\nindex, alarms and Pod readiness; without CLUSTER, of each EtcdCluster.",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
 			return runStatus(ctx, env, w, o.output, args)
 		},
 	},
 	{
-		name: "members", args: "CLUSTER", min: 1, max: 1, flags: outputFlag,
+		name: "members", args: "CLUSTER", min: 1, max: 1, flags: outputFlag, help: outputHelp,
 		summary: "Show etcd's own member list: ID, name, peer and client URLs, learner.",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
 			return runMembers(ctx, env, w, o.output, args[0])
 		},
 	},
 	{
-		name: "alarms list", args: "CLUSTER", min: 1, max: 1, flags: outputFlag,
+		name: "alarms list", args: "CLUSTER", min: 1, max: 1, flags: outputFlag, help: outputHelp,
 		summary: "Show the active alarms.",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
 			return runAlarmList(ctx, env, w, o.output, args[0])
@@ -90,18 +92,20 @@ var commands = []command{
 		name: "compact", args: "CLUSTER --revision N", min: 1, max: 1,
 		summary: "Compact the key space, discarding history before revision N.",
 		flags: func(fs *flag.FlagSet, o *options) {
-			fs.Int64Var(&o.revision, "revision", 0, "revision to compact to (required)")
+			fs.Int64Var(&o.revision, "revision", 0, "")
 		},
+		help: "  --revision N          the revision to compact to (required)\n",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
 			return runCompact(ctx, env, w, args[0], o.revision)
 		},
 	},
 	{
 		name: "defrag", args: "CLUSTER", min: 1, max: 1,
-		summary: "Defragment one member at a time, followers first and the leader last; refuses unless every member answers, no alarm is active and there is a leader.",
+		summary: "Defragment one member at a time, followers first and the leader last.\nRefuses unless every member answers, no alarm is active and there is a leader.",
 		flags: func(fs *flag.FlagSet, o *options) {
-			fs.DurationVar(&o.timeout, "timeout", DefaultDefragTimeout, "how long one member's defragmentation may take")
+			fs.DurationVar(&o.timeout, "timeout", DefaultDefragTimeout, "")
 		},
+		help: "  --timeout DURATION    how long one member's defragmentation may take (default " + DefaultDefragTimeout.String() + ")\n",
 		run: func(ctx context.Context, env *Env, w io.Writer, _ *options, args []string) error {
 			return runDefrag(ctx, env, w, args[0])
 		},
@@ -110,8 +114,9 @@ var commands = []command{
 		name: "move-leader", args: "CLUSTER --to MEMBER", min: 1, max: 1,
 		summary: "Hand the leadership to MEMBER, given by name or hex ID.",
 		flags: func(fs *flag.FlagSet, o *options) {
-			fs.StringVar(&o.to, "to", "", "member to lead, by name or hex ID (required)")
+			fs.StringVar(&o.to, "to", "", "")
 		},
+		help: "  --to MEMBER           the member to lead, by name or hex ID (required)\n",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
 			return runMoveLeader(ctx, env, w, args[0], o.to)
 		},
@@ -119,11 +124,17 @@ var commands = []command{
 }
 
 func globalFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.kube.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(&o.kube.Context, "context", "", "kubeconfig context to use")
-	fs.StringVar(&o.kube.Namespace, "n", "", "namespace of the EtcdCluster (default: the context's namespace)")
-	fs.StringVar(&o.kube.Namespace, "namespace", "", "namespace of the EtcdCluster (default: the context's namespace)")
+	fs.StringVar(&o.kube.Kubeconfig, "kubeconfig", "", "")
+	fs.StringVar(&o.kube.Context, "context", "", "")
+	fs.StringVar(&o.kube.Namespace, "n", "", "")
+	fs.StringVar(&o.kube.Namespace, "namespace", "", "")
 }
+
+const globalHelp = `Global flags:
+  --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
+  --context NAME        kubeconfig context (default: the current context)
+  -n, --namespace NAME  namespace of the EtcdCluster (default: the context's)
+`
 
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -178,17 +189,29 @@ func parse(args []string) (*command, *options, []string, error) {
 	all := newFlagSet("kubectl etcd")
 	var scratch options
 	globalFlags(all, &scratch)
-	for i := range commands {
-		if f := commands[i].flags; f != nil && !slices.ContainsFunc(commands[:i], func(c command) bool { return sameFlags(c, commands[i]) }) {
-			f(all, &scratch)
+	for _, c := range commands {
+		if c.flags == nil {
+			continue
 		}
+		// Several commands share -o; flag panics on a second definition.
+		own := newFlagSet(c.name)
+		c.flags(own, &scratch)
+		own.VisitAll(func(f *flag.Flag) {
+			if all.Lookup(f.Name) == nil {
+				all.Var(f.Value, f.Name, f.Usage)
+			}
+		})
 	}
 	words, err := parseInterspersed(all, args)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return nil, nil, nil, usagef("%v", err)
 	}
+	if len(words) > 0 && words[0] == "help" {
+		cmd, _ := lookup(words[1:])
+		return cmd, nil, nil, flag.ErrHelp
+	}
 	cmd, n := lookup(words)
-	if errors.Is(err, flag.ErrHelp) || len(words) == 0 || words[0] == "help" {
+	if errors.Is(err, flag.ErrHelp) || len(words) == 0 {
 		return cmd, nil, nil, flag.ErrHelp
 	}
 	if cmd == nil {
@@ -237,12 +260,6 @@ func validate(cmd *command, o *options) error {
 	return nil
 }
 
-// sameFlags reports whether two commands register the same flags, so the
-// first pass registers each only once (flag panics on redefinition).
-func sameFlags(a, b command) bool {
-	return a.flags != nil && b.flags != nil && fmt.Sprintf("%p", a.flags) == fmt.Sprintf("%p", b.flags)
-}
-
 // lookup matches the longest command name at the start of words.
 func lookup(words []string) (*command, int) {
 	for n := min(2, len(words)); n > 0; n-- {
@@ -280,36 +297,21 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 func usageText(cmd *command) string {
 	var b strings.Builder
 	if cmd != nil {
-		fmt.Fprintf(&b, "%s\n\nUsage:\n  kubectl etcd %s %s", cmd.summary, cmd.name, cmd.args)
-		if cmd.flags != nil {
-			fs := newFlagSet(cmd.name)
-			cmd.flags(fs, &options{})
-			b.WriteString("\n\nFlags:\n")
-			fs.VisitAll(func(f *flag.Flag) { flagLine(&b, f) })
+		fmt.Fprintf(&b, "%s\n\nUsage:\n  kubectl etcd %s %s [flags]\n\n", cmd.summary, cmd.name, cmd.args)
+		if cmd.help != "" {
+			b.WriteString("Flags:\n" + cmd.help + "\n")
 		}
 	} else {
-		b.WriteString("kubectl etcd inspects and maintains the etcd clusters run by the etcd operator.\n")
-		b.WriteString("It reaches the members through the API server's port-forwarding only.\n\nCommands:\n")
+		b.WriteString("kubectl etcd inspects and maintains the etcd clusters run by the etcd operator,\n")
+		b.WriteString("reaching their members through the API server's port-forwarding only.\n\nCommands:\n")
 		for _, c := range commands {
-			fmt.Fprintf(&b, "  kubectl etcd %s %s\n      %s\n", c.name, c.args, c.summary)
+			fmt.Fprintf(&b, "  %s %s\n", c.name, c.args)
+			for line := range strings.SplitSeq(c.summary, "\n") {
+				fmt.Fprintf(&b, "      %s\n", line)
+			}
 		}
-		b.WriteString("\nWith -o json or -o yaml, status, members and alarms list print the documented\nreport types of package internal/plugin (sizes in bytes).")
+		b.WriteString("\nRun 'kubectl etcd help COMMAND' for a command's flags.\n\n")
 	}
-	b.WriteString("\n\nGlobal flags:\n")
-	fs := newFlagSet("global")
-	globalFlags(fs, &options{})
-	fs.VisitAll(func(f *flag.Flag) { flagLine(&b, f) })
+	b.WriteString(globalHelp)
 	return b.String()
-}
-
-func flagLine(b *strings.Builder, f *flag.Flag) {
-	dash := "--"
-	if len(f.Name) == 1 {
-		dash = "-"
-	}
-	def := ""
-	if f.DefValue != "" && f.DefValue != "0" {
-		def = " (default " + f.DefValue + ")"
-	}
-	fmt.Fprintf(b, "  %s%s: %s%s\n", dash, f.Name, f.Usage, def)
 }

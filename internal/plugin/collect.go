@@ -175,7 +175,7 @@ func (s *session) observe(v *memberView, st statusResult, listed bool) {
 	case v.pod == nil:
 		v.err = &memberProblem{kind: problemNoPod, err: fmt.Errorf("etcd lists member %s but it has no Pod", v.name)}
 	case v.pod.Status.Phase != corev1.PodRunning:
-		v.err = &memberProblem{kind: problemPodNotReady, err: fmt.Errorf("Pod %s is %s", v.name, cmp.Or(string(v.pod.Status.Phase), "not scheduled"))}
+		v.err = &memberProblem{kind: problemPodNotReady, err: fmt.Errorf("member Pod %s is %s", v.name, cmp.Or(string(v.pod.Status.Phase), "not scheduled"))}
 	case s.unreachable[v.name] != nil:
 		v.err = &memberProblem{kind: problemForward, err: s.unreachable[v.name]}
 	case st.err != nil:
@@ -185,7 +185,7 @@ func (s *session) observe(v *memberView, st statusResult, listed bool) {
 		if listed && v.member == nil {
 			// A Pod whose etcd is not (or no longer) in the membership, such
 			// as one being added or one removed behind the operator's back.
-			v.err = &memberProblem{kind: problemNotMember, err: fmt.Errorf("Pod %s runs etcd member %s, which etcd does not list", v.name, etcd.FormatMemberID(st.status.MemberID))}
+			v.err = &memberProblem{kind: problemNotMember, err: fmt.Errorf("member Pod %s runs etcd member %s, which etcd does not list", v.name, etcd.FormatMemberID(st.status.MemberID))}
 		}
 	}
 }

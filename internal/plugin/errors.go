@@ -1,8 +1,9 @@
 package plugin
 
 import (
-	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -28,17 +29,15 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// errIncomplete marks a read-only command that printed what it could but
-// could not reach every member; the details were printed with the output.
-var errIncomplete = errors.New("incomplete result")
-
 // access describes one Kubernetes API request, so that a refusal can name
 // the exact RBAC rule that is missing.
 type access struct {
-	verb      string // RBAC verb
+	verb      string // what the request does, in words
 	resource  string // RBAC resource, with group and subresource
 	namespace string
 	what      string // the object(s) in words, for the message
+	// rbac are the RBAC verbs the request needs; just verb when empty.
+	rbac []string
 }
 
 // explain turns an API error into a message a user can act on; the original
@@ -46,9 +45,21 @@ type access struct {
 func (a access) explain(err error) error {
 	switch {
 	case apierrors.IsForbidden(err):
+		verbs := a.rbac
+		if len(verbs) == 0 {
+			verbs = []string{a.verb}
+		}
+		quoted := make([]string, len(verbs))
+		for i, v := range verbs {
+			quoted[i] = strconv.Quote(v)
+		}
+		noun := "verb"
+		if len(verbs) > 1 {
+			noun = "verbs"
+		}
 		return &plainError{
-			msg: fmt.Sprintf("forbidden to %s %s in namespace %s: RBAC must allow verb %q on resource %q in that namespace (%v)",
-				a.verb, a.what, a.namespace, a.verb, a.resource, err),
+			msg: fmt.Sprintf("forbidden to %s %s in namespace %s: RBAC must allow %s %s on resource %q in that namespace (%v)",
+				a.verb, a.what, a.namespace, noun, strings.Join(quoted, " and "), a.resource, err),
 			err: err,
 		}
 	case apierrors.IsUnauthorized(err):

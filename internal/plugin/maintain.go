@@ -160,12 +160,12 @@ func runMoveLeader(ctx context.Context, env *Env, w io.Writer, name, to string) 
 	// answered through its tunnel.
 	leader, ok := snap.byID(snap.leaderID)
 	if !ok || leader.status == nil {
-		reason := fmt.Errorf("it has no running Pod")
-		if ok && leader.err != nil {
-			reason = leader.err
+		who, reason := etcd.FormatMemberID(snap.leaderID), fmt.Errorf("etcd does not list it")
+		if ok {
+			who, reason = leader.label(), leader.err
 		}
 		return fmt.Errorf("cannot move the leadership of EtcdCluster %s: the leader %s is not reachable through a port-forward: %w",
-			s.ref(), etcd.FormatMemberID(snap.leaderID), reason)
+			s.ref(), who, reason)
 	}
 	if err := s.client.MoveLeader(ctx, target.ID); err != nil {
 		return fmt.Errorf("failed to move the leadership of EtcdCluster %s from %s to %s: %w", s.ref(), leader.label(), targetName, err)

@@ -51,11 +51,11 @@ func runStatus(ctx context.Context, env *Env, w io.Writer, format string, names 
 		report.Clusters = append(report.Clusters, cs)
 	}
 
-	if done, err := printStructured(w, format, report); done || err != nil {
-		if err != nil {
-			return err
-		}
-	} else {
+	done, err := printStructured(w, format, report)
+	if err != nil {
+		return err
+	}
+	if !done {
 		for i, cs := range report.Clusters {
 			if i > 0 {
 				if _, err := fmt.Fprintln(w); err != nil {

@@ -1,6 +1,7 @@
 package portforward
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -8,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"strconv"
 	"sync"
 
 	"github.com/gorilla/websocket"
@@ -168,7 +168,9 @@ func (t *Tunnel) carry(local net.Conn) error {
 	// half-close, so the other direction would only hang.
 	_ = local.Close()
 	_ = ws.Close()
-	<-errs
+	if second := <-errs; first == nil {
+		first = second
+	}
 	if first != nil && t.ctx.Err() == nil {
 		return fmt.Errorf("port-forward to Pod %s/%s port %d: %w", t.namespace, t.pod, t.port, first)
 	}
@@ -196,15 +198,15 @@ func upstream(ws *websocket.Conn, local net.Conn) error {
 // a message on the error channel into an error.
 func downstream(local net.Conn, ws *websocket.Conn, port int) error {
 	data := &preambleWriter{w: local, port: port}
-	var failure preambleWriter
-	failure.port = port
-	var reason []byte
-	failure.w = writerFunc(func(p []byte) (int, error) { reason = append(reason, p...); return len(p), nil })
+	var reason bytes.Buffer
+	failure := &preambleWriter{w: &reason, port: port}
 	for {
 		_, r, err := ws.NextReader()
 		if err != nil {
-			if len(reason) > 0 {
-				return errors.New(string(reason))
+			// The kubelet closes the connection right after explaining
+			// itself, so the explanation is the better error.
+			if reason.Len() > 0 {
+				return errors.New(reason.String())
 			}
 			return ignoreClosed(err)
 		}
@@ -218,7 +220,7 @@ func downstream(local net.Conn, ws *websocket.Conn, port int) error {
 				return ignoreClosed(err)
 			}
 		case errorChannel:
-			if _, err := io.Copy(&failure, r); err != nil {
+			if _, err := io.Copy(failure, r); err != nil {
 				return err
 			}
 		}
@@ -252,10 +254,6 @@ func (p *preambleWriter) Write(b []byte) (int, error) {
 	return n + m, err
 }
 
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
 // ignoreClosed treats the ordinary ends of a connection as success: EOF,
 // a normal WebSocket close, or our own Close racing a read.
 func ignoreClosed(err error) error {
@@ -264,9 +262,4 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return err
-}
-
-// String names the tunnel in messages.
-func (t *Tunnel) String() string {
-	return t.namespace + "/" + t.pod + ":" + strconv.Itoa(t.port) + " via " + t.Addr()
 }
