@@ -173,6 +173,7 @@ func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string) (Endp
 		Version:          resp.GetVersion(),
 		IsLearner:        resp.GetIsLearner(),
 		Errors:           slices.Clone(resp.GetErrors()),
+		Revision:         resp.GetHeader().GetRevision(),
 	}, nil
 }
 

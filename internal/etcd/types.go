@@ -76,6 +76,8 @@ type EndpointStatus struct {
 	Version          string
 	IsLearner        bool
 	Errors           []string
+	// Revision is the store revision the member had applied when it answered.
+	Revision int64
 }
 
 // IsLeader reports whether the member believes it is the leader. During a

@@ -89,12 +89,12 @@ var commands = []command{
 		},
 	},
 	{
-		name: "compact", args: "CLUSTER --revision N", min: 1, max: 1,
+		name: "compact", args: "CLUSTER [--revision N]", min: 1, max: 1,
 		summary: "Compact the key space, discarding history before revision N.",
 		flags: func(fs *flag.FlagSet, o *options) {
 			fs.Int64Var(&o.revision, "revision", 0, "")
 		},
-		help: "  --revision N          the revision to compact to (required)\n",
+		help: "  --revision N          the revision to compact to (default: the current revision)\n",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
 			return runCompact(ctx, env, w, args[0], o.revision)
 		},
@@ -244,10 +244,8 @@ func parse(args []string) (*command, *options, []string, error) {
 func validate(cmd *command, o *options) error {
 	switch cmd.name {
 	case "compact":
-		// A default of "the current revision" needs the revision from
-		// etcd's response headers, which internal/etcd does not expose yet.
-		if o.revision <= 0 {
-			return usagef("compact needs --revision N, a positive revision")
+		if o.revision < 0 {
+			return usagef("compact --revision N needs a positive revision (or none, for the current one)")
 		}
 	case "move-leader":
 		if o.to == "" {

@@ -64,14 +64,14 @@ func TestParse(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	cases := map[string][]string{
-		"flag provided but not defined: -bogus":           {"status", "--bogus"},
-		"status: flag provided but not defined: -to":      {"status", "demo", "--to", "x"},
-		`unknown command "frobnicate"`:                    {"frobnicate"},
-		"alarms needs a subcommand: list or disarm":       {"alarms", "demo"},
-		"members takes CLUSTER, got 2 argument(s)":        {"members", "a", "b"},
-		"members takes CLUSTER, got 0 argument(s)":        {"members"},
-		`invalid value "soon" for flag -timeout`:          {"defrag", "demo", "--timeout", "soon"},
-		"compact needs --revision N, a positive revision": {"compact", "demo", "--revision", "-3"},
+		"flag provided but not defined: -bogus":          {"status", "--bogus"},
+		"status: flag provided but not defined: -to":     {"status", "demo", "--to", "x"},
+		`unknown command "frobnicate"`:                   {"frobnicate"},
+		"alarms needs a subcommand: list or disarm":      {"alarms", "demo"},
+		"members takes CLUSTER, got 2 argument(s)":       {"members", "a", "b"},
+		"members takes CLUSTER, got 0 argument(s)":       {"members"},
+		`invalid value "soon" for flag -timeout`:         {"defrag", "demo", "--timeout", "soon"},
+		"compact --revision N needs a positive revision": {"compact", "demo", "--revision", "-3"},
 	}
 	for msg, args := range cases {
 		g := NewWithT(t)

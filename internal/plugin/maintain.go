@@ -10,13 +10,24 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
-// runCompact compacts the key space up to revision.
+// runCompact compacts the key space up to revision; 0 means the current
+// revision, the highest any member reports.
 func runCompact(ctx context.Context, env *Env, w io.Writer, name string, revision int64) error {
 	s, err := env.connect(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if revision == 0 {
+		for _, r := range s.statuses(ctx) {
+			if r.status != nil && r.status.Revision > revision {
+				revision = r.status.Revision
+			}
+		}
+		if revision == 0 {
+			return fmt.Errorf("no member of EtcdCluster %s reported its revision", s.ref())
+		}
+	}
 	err = s.client.Compact(ctx, revision)
 	switch {
 	case etcd.IsCompacted(err):

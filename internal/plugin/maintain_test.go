@@ -279,9 +279,10 @@ func TestCompact(t *testing.T) {
 	g.Expect(r.err).To(HavePrefix("error: failed to compact EtcdCluster ns1/demo to revision 501: "))
 	g.Expect(w.etcd.Compacted).To(Equal([]int64{400}))
 
+	w.etcd.SetRevision(520)
 	r = w.run("compact", "demo")
-	g.Expect(r.code).To(Equal(ExitUsage))
-	g.Expect(r.err).To(ContainSubstring("compact needs --revision N"))
+	g.Expect(r.code).To(Equal(ExitOK), r.err)
+	g.Expect(w.etcd.Compacted).To(Equal([]int64{400, 520}), "no revision means the current one")
 }
 
 func TestMembers(t *testing.T) {

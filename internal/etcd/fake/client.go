@@ -292,6 +292,7 @@ func (c *Client) Status(ctx context.Context, endpoint string) (etcd.EndpointStat
 		RaftTerm:         f.raftTerm,
 		RaftIndex:        uint64(f.revision),
 		RaftAppliedIndex: uint64(f.revision),
+		Revision:         f.revision,
 		DBSize:           1 << 20,
 		DBSizeInUse:      1 << 19,
 		Version:          Version,

@@ -196,7 +196,7 @@ func TestSingleEndpointCalls(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(st).To(Equal(etcd.EndpointStatus{
 		Endpoint: client1, MemberID: m1.ID, ClusterID: fake.DefaultClusterID, LeaderID: m1.ID,
-		RaftTerm: 1, RaftIndex: 1, RaftAppliedIndex: 1, DBSize: 1 << 20, DBSizeInUse: 1 << 19, Version: fake.Version,
+		RaftTerm: 1, RaftIndex: 1, RaftAppliedIndex: 1, DBSize: 1 << 20, DBSizeInUse: 1 << 19, Version: fake.Version, Revision: 1,
 	}))
 	st, err = c.Status(ctx, client2)
 	g.Expect(err).NotTo(HaveOccurred())
