@@ -75,10 +75,13 @@ test-lifecycle: $(LOCALCLUSTER) ## Up, down, up, down: nothing of the cluster ma
 	$(GO) test -tags lifecycle -count=1 -timeout 20m -v -run TestUpDownUpDown ./test/localcluster/
 
 .PHONY: test-e2e
-test-e2e: $(LOCALCLUSTER) prometheus ## Bring the cluster up, install the operator with its chart, run the e2e suite, bring the cluster down.
+test-e2e: $(LOCALCLUSTER) prometheus ## Bring the cluster up, install the chart into a namespace enforcing the restricted Pod Security level, run the e2e suite, bring the cluster down.
 	$(LOCALCLUSTER) up
 	status=0; \
-	{ KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy && \
+	{ $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) create namespace $(RELEASE_NAMESPACE) && \
+	  $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) label namespace $(RELEASE_NAMESPACE) \
+	    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted && \
+	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy && \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...; } || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LOCALCLUSTER) status || true; \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(LOCAL_KUBECTL) logs -n $(RELEASE_NAMESPACE) -l app.kubernetes.io/name=etcd-operator --tail=200 || true; fi; \
