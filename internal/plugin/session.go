@@ -169,10 +169,8 @@ func (s *session) openTunnels(ctx context.Context, fwd Forwarder, pods []string)
 
 	for _, name := range pods {
 		if err := s.unreachable[name]; apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			// The WebSocket upgrade is a GET, which RBAC checks as "get";
-			// since Kubernetes 1.35 the API server also checks "create",
-			// the verb of kubectl's SPDY port-forward.
-			return access{verb: "create", rbac: []string{"get", "create"}, resource: podPortForward, namespace: s.cluster.Namespace,
+			// The same permission kubectl port-forward needs.
+			return access{verb: "create", resource: podPortForward, namespace: s.cluster.Namespace,
 				what: "a port-forward to Pod " + name}.explain(err)
 		}
 	}

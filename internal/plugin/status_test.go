@@ -237,7 +237,7 @@ func TestKubernetesErrors(t *testing.T) {
 			name:  "port-forward forbidden",
 			setup: func(w *world) { w.fwd.errs["demo-b"] = forbidden("pods/portforward", "demo-b") },
 			args:  []string{"alarms", "list", "demo"}, cluster: "demo",
-			message: `forbidden to create a port-forward to Pod demo-b in namespace ns1: RBAC must allow verbs "get" and "create" on resource "pods/portforward"`,
+			message: `forbidden to create a port-forward to Pod demo-b in namespace ns1: RBAC must allow verb "create" on resource "pods/portforward"`,
 			check:   apierrors.IsForbidden,
 		},
 		{

@@ -1,22 +1,10 @@
-// Package portforward tunnels local TCP connections to a Pod's port through
-// the API server's pods/portforward subresource, so the plugin needs no
+// Package portforward opens local tunnels to a Pod's port through the API
+// server's pods/portforward subresource, using client-go's port-forwarding
+// (WebSocket, falling back to SPDY, as kubectl does), so the plugin needs no
 // network path into the cluster.
 //
-// client-go's own portforward package would need k8s.io/streaming and
-// github.com/moby/spdystream, which the module does not require, so this
-// package speaks the Kubernetes port-forward WebSocket protocol
-// (v4.channel.k8s.io) directly over gorilla/websocket, which it does:
-//
-//   - the request is GET .../pods/NAME/portforward?ports=PORT with the
-//     WebSocket upgrade; the API server authorizes it as "create" on
-//     pods/portforward and hands it to the kubelet;
-//   - every message carries a channel byte first: channel 0 is the data
-//     stream, channel 1 the error stream of the (single) port;
-//   - the first two bytes on each channel are the port number, little endian;
-//   - anything else on the error channel is the kubelet's reason for failing,
-//     typically that nothing listens on the port.
-//
-// One WebSocket carries exactly one TCP connection, so a Tunnel opens a new
-// WebSocket for every local connection it accepts, as kubectl port-forward
-// opens a new stream pair.
+// client-go reports a refused upgrade only as text, so before forwarding the
+// package asks the API server whether the caller may, with a
+// SelfSubjectAccessReview and a Get of the Pod: a missing permission or a
+// vanished Pod then comes back as an API error that apierrors classifies.
 package portforward
