@@ -156,4 +156,3 @@ func (l *lastLine) err() error {
 	}
 	return errors.New(l.last)
 }
-
