@@ -32,9 +32,11 @@ RELEASE_NAMESPACE ?= etcd-operator-system
 HELM_TIMEOUT ?= 5m
 
 # Prometheus alerting rules the chart's PrometheusRule embeds; promtool checks
-# exactly this file. Debian's prometheus package provides both binaries.
+# exactly this file. make prometheus builds promtool (and prometheus) from the
+# pinned module into the binary cache; the path is asked of the tool, which
+# knows the cache layout.
 PROMETHEUS_RULES := $(CHART)/files/prometheus-rules.yaml
-PROMTOOL ?= /usr/bin/promtool
+PROMTOOL = $$($(LOCALCLUSTER) prometheus)/promtool
 
 # Every optional monitoring object of the chart switched on.
 HELM_MONITORING_VALUES := --set monitoring.serviceMonitor.enabled=true,monitoring.podMonitor.enabled=true \
@@ -167,25 +169,8 @@ check-rules: prometheus ## Check the chart's Prometheus alerting rules, and run 
 	$(PROMTOOL) test rules $(PROMETHEUS_RULES:.yaml=_test.yaml)
 
 .PHONY: prometheus
-prometheus: ## Install Debian's prometheus package (prometheus, promtool) if missing, without starting its service.
-	@if [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ]; then exit 0; fi; \
-	if [ "$$(id -u)" -ne 0 ]; then \
-	  echo "error: prometheus and promtool are missing; install Debian's prometheus package (needs root)"; exit 1; \
-	fi; \
-	echo "installing Debian's prometheus package"; \
-	policy=/usr/sbin/policy-rc.d; made=""; \
-	if [ ! -e "$$policy" ]; then \
-	  printf '#!/bin/sh\n# make prometheus: apt must not start the prometheus service.\nexit 101\n' > "$$policy"; \
-	  chmod 755 "$$policy"; made=1; \
-	fi; \
-	trap 'if [ -n "$$made" ]; then rm -f "$$policy"; fi' EXIT; \
-	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -qq; \
-	apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
-	if /etc/init.d/prometheus status >/dev/null 2>&1; then \
-	  echo "stopping the prometheus service the package started"; /etc/init.d/prometheus stop; \
-	fi; \
-	/usr/bin/prometheus --version | head -1
+prometheus: $(LOCALCLUSTER) ## Build upstream prometheus and promtool (PROMETHEUS_VERSION, with Kubernetes discovery) once into the binary cache.
+	@$(LOCALCLUSTER) prometheus >/dev/null
 
 ##@ Build
 

@@ -36,6 +36,8 @@ type goBuild struct {
 	// mainSource, if set, is a main.go placed in the tools module itself,
 	// for a binary assembled from a module's packages (package ".").
 	mainSource string
+	// tags are build tags, for modules that leave optional parts out by tag.
+	tags []string
 }
 
 func (l Layout) binCacheDir(name string) string { return filepath.Join(l.CacheDir, "bin", name) }
@@ -80,6 +82,9 @@ func (l Layout) ensureBuilt(ctx context.Context, p *Progress, b goBuild) (string
 	}
 	sort.Strings(names)
 	flags := []string{"build", "-trimpath", "-ldflags=-s -w " + b.ldflags}
+	if len(b.tags) > 0 {
+		flags = append(flags, "-tags="+strings.Join(b.tags, ","))
+	}
 	if b.oneInvocation() {
 		// One go build for all packages lets the go command compile and,
 		// above all, link them in parallel; linking is single-threaded and

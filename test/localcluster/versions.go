@@ -22,6 +22,9 @@ type Versions struct {
 	EtcdImageRepository  string
 	CoreDNS              string
 	LocalPathProvisioner string
+	// Prometheus is the github.com/prometheus/prometheus module version
+	// (v0.3MM.P is Prometheus 3.MM.P) the e2e metrics test runs.
+	Prometheus string
 }
 
 // LoadVersions reads versions.env from the repository root.
@@ -38,6 +41,7 @@ func LoadVersions(repoRoot string) (Versions, error) {
 		EtcdImageRepository:  values["ETCD_IMAGE_REPOSITORY"],
 		CoreDNS:              values["COREDNS_VERSION"],
 		LocalPathProvisioner: values["LOCAL_PATH_PROVISIONER_VERSION"],
+		Prometheus:           values["PROMETHEUS_VERSION"],
 	}
 	var missing []string
 	for key, val := range map[string]string{
@@ -47,6 +51,7 @@ func LoadVersions(repoRoot string) (Versions, error) {
 		"ETCD_IMAGE_REPOSITORY":          v.EtcdImageRepository,
 		"COREDNS_VERSION":                v.CoreDNS,
 		"LOCAL_PATH_PROVISIONER_VERSION": v.LocalPathProvisioner,
+		"PROMETHEUS_VERSION":             v.Prometheus,
 	} {
 		if val == "" {
 			missing = append(missing, key)

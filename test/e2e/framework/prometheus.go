@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,14 +18,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
-
-// PrometheusBinary is Debian's prometheus package's server; make prometheus
-// installs it, and make test-e2e depends on that.
-const PrometheusBinary = "/usr/bin/prometheus"
 
 // PodScrapeJob scrapes one named container port of the Pods of the cluster
 // under test that match a label selector.
@@ -48,17 +40,11 @@ type PodScrapeJob struct {
 	TargetNamespace bool
 }
 
-// Prometheus is a real Prometheus server on the host, scraping Pods of the
-// cluster under test by their Pod IPs.
-//
-// Debian's Prometheus is built without Kubernetes service discovery (Debian
-// removed it for client-go's dependencies), so the test serves the discovery
-// itself: an HTTP service discovery endpoint (http_sd_configs) that lists the
-// Pods through the API server on every refresh and labels each container port
-// the way kubernetes_sd_configs with role pod does (__meta_kubernetes_namespace,
-// __meta_kubernetes_pod_name, __meta_kubernetes_pod_label_<name>,
-// __meta_kubernetes_pod_container_port_name, ...). The relabelling is then
-// exactly what a kubernetes_sd_configs job would use.
+// Prometheus is a real Prometheus server on the host, upstream's, built from
+// the pinned module by make prometheus. It discovers Pods through the API
+// server with kubernetes_sd_configs (role pod) and the cluster's kubeconfig,
+// as a Prometheus inside a cluster does, and scrapes them by Pod IP, which the
+// host routes to.
 type Prometheus struct {
 	// URL is the server's base URL, http://127.0.0.1:<port>.
 	URL  string
@@ -73,17 +59,15 @@ type Prometheus struct {
 // binary is an error: the e2e suite never skips.
 func (e *Env) StartPrometheus(t testing.TB, jobs []PodScrapeJob, ruleFiles ...string) (*Prometheus, error) {
 	t.Helper()
-	if _, err := os.Stat(PrometheusBinary); err != nil {
-		return nil, fmt.Errorf("prometheus is not installed (make prometheus installs Debian's package): %w", err)
+	binary := filepath.Join(e.Layout.CachedPrometheusBinaries(e.Versions), "prometheus")
+	if _, err := os.Stat(binary); err != nil {
+		return nil, fmt.Errorf("prometheus %s is not built (make prometheus builds it): %w", e.Versions.Prometheus, err)
 	}
-	sd := httptest.NewServer(e.podDiscovery(jobs))
-	t.Cleanup(sd.Close)
 	dir, err := os.MkdirTemp("", "e2e-prometheus-")
 	if err != nil {
 		return nil, err
 	}
 	p := &Prometheus{dir: dir}
-	// Registered after the discovery server's: runs before it.
 	t.Cleanup(func() { p.stop(t) })
 
 	config := map[string]any{
@@ -92,7 +76,7 @@ func (e *Env) StartPrometheus(t testing.TB, jobs []PodScrapeJob, ruleFiles ...st
 			"scrape_timeout":      "2s",
 			"evaluation_interval": "2s",
 		},
-		"scrape_configs": scrapeConfigs(jobs, sd.URL),
+		"scrape_configs": scrapeConfigs(jobs, e.Kubeconfig),
 	}
 	if len(ruleFiles) > 0 {
 		config["rule_files"] = ruleFiles
@@ -115,7 +99,7 @@ func (e *Env) StartPrometheus(t testing.TB, jobs []PodScrapeJob, ruleFiles ...st
 		return nil, err
 	}
 	defer logFile.Close()
-	p.cmd = exec.Command(PrometheusBinary,
+	p.cmd = exec.Command(binary,
 		"--config.file="+configFile,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
@@ -134,87 +118,7 @@ func (e *Env) StartPrometheus(t testing.TB, jobs []PodScrapeJob, ruleFiles ...st
 	return p, nil
 }
 
-// podDiscovery serves /<job> in HTTP service discovery's format: one target
-// group per container port of every Pod of the job that has an address.
-func (e *Env) podDiscovery(jobs []PodScrapeJob) http.Handler {
-	mux := http.NewServeMux()
-	for _, j := range jobs {
-		mux.HandleFunc("/"+j.Name, func(w http.ResponseWriter, r *http.Request) {
-			groups, err := e.podTargets(r.Context(), j)
-			if err != nil {
-				// Prometheus keeps the targets it had.
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(groups)
-		})
-	}
-	return mux
-}
-
-type targetGroup struct {
-	Targets []string          `json:"targets"`
-	Labels  map[string]string `json:"labels"`
-}
-
-func (e *Env) podTargets(ctx context.Context, j PodScrapeJob) ([]targetGroup, error) {
-	namespaces := j.Namespaces
-	if len(namespaces) == 0 {
-		namespaces = []string{metav1.NamespaceAll}
-	}
-	groups := []targetGroup{}
-	for _, ns := range namespaces {
-		pods, err := e.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: j.LabelSelector})
-		if err != nil {
-			return nil, err
-		}
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if p.Status.PodIP == "" {
-				continue
-			}
-			pod := map[string]string{
-				"__meta_kubernetes_namespace":      p.Namespace,
-				"__meta_kubernetes_pod_name":       p.Name,
-				"__meta_kubernetes_pod_ip":         p.Status.PodIP,
-				"__meta_kubernetes_pod_node_name":  p.Spec.NodeName,
-				"__meta_kubernetes_pod_phase":      string(p.Status.Phase),
-				"__meta_kubernetes_pod_ready":      strconv.FormatBool(PodReady(p)),
-				"__meta_kubernetes_pod_uid":        string(p.UID),
-				"__meta_kubernetes_pod_host_ip":    p.Status.HostIP,
-				"__meta_kubernetes_pod_controller": controllerKind(p),
-			}
-			for k, v := range p.Labels {
-				pod["__meta_kubernetes_pod_label_"+sanitizeLabel(k)] = v
-				pod["__meta_kubernetes_pod_labelpresent_"+sanitizeLabel(k)] = "true"
-			}
-			for _, c := range p.Spec.Containers {
-				for _, port := range c.Ports {
-					labels := maps.Clone(pod)
-					labels["__meta_kubernetes_pod_container_name"] = c.Name
-					labels["__meta_kubernetes_pod_container_port_name"] = port.Name
-					labels["__meta_kubernetes_pod_container_port_number"] = strconv.Itoa(int(port.ContainerPort))
-					labels["__meta_kubernetes_pod_container_port_protocol"] = string(port.Protocol)
-					groups = append(groups, targetGroup{
-						Targets: []string{net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port.ContainerPort)))},
-						Labels:  labels,
-					})
-				}
-			}
-		}
-	}
-	return groups, nil
-}
-
-func controllerKind(p *corev1.Pod) string {
-	if ref := metav1.GetControllerOf(p); ref != nil {
-		return ref.Kind
-	}
-	return ""
-}
-
-func scrapeConfigs(jobs []PodScrapeJob, sdURL string) []any {
+func scrapeConfigs(jobs []PodScrapeJob, kubeconfig string) []any {
 	var out []any
 	for _, j := range jobs {
 		relabel := []any{
@@ -242,18 +146,32 @@ func scrapeConfigs(jobs []PodScrapeJob, sdURL string) []any {
 			})
 		}
 		out = append(out, map[string]any{
-			"job_name":     j.Name,
-			"honor_labels": j.HonorLabels,
-			"http_sd_configs": []any{map[string]any{
-				"url":              sdURL + "/" + j.Name,
-				"refresh_interval": "2s",
-			}},
-			"relabel_configs": relabel,
-			"metrics_path":    "/metrics",
-			"scheme":          "http",
+			"job_name":              j.Name,
+			"honor_labels":          j.HonorLabels,
+			"kubernetes_sd_configs": []any{kubernetesPodDiscovery(j, kubeconfig)},
+			"relabel_configs":       relabel,
+			"metrics_path":          "/metrics",
+			"scheme":                "http",
 		})
 	}
 	return out
+}
+
+// kubernetesPodDiscovery watches the job's Pods: only its namespaces (all when
+// none are named) and only Pods matching its label selector, filtered by the
+// API server rather than by relabelling.
+func kubernetesPodDiscovery(j PodScrapeJob, kubeconfig string) map[string]any {
+	sd := map[string]any{
+		"role":            "pod",
+		"kubeconfig_file": kubeconfig,
+	}
+	if len(j.Namespaces) > 0 {
+		sd["namespaces"] = map[string]any{"names": j.Namespaces}
+	}
+	if j.LabelSelector != "" {
+		sd["selectors"] = []any{map[string]any{"role": "pod", "label": j.LabelSelector}}
+	}
+	return sd
 }
 
 // sanitizeLabel is how Prometheus' Kubernetes discovery names a Pod label:

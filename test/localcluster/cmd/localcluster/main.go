@@ -24,6 +24,7 @@ commands:
   status    show components and health; exits non-zero when unhealthy
   prepare   install packages, build binaries and images; start nothing
   envtest-assets  print a directory with kube-apiserver, etcd and kubectl for envtest
+  prometheus      print a directory with prometheus and promtool (with Kubernetes discovery), building them once
   leftovers list anything of the cluster still on the machine; exits non-zero if any
 `
 
@@ -75,6 +76,13 @@ func run(cmd, repoRoot string, nodes int, purge bool) error {
 	case "envtest-assets":
 		// Progress goes to stderr so the path alone is on stdout.
 		dir, err := layout.EnvtestAssets(context.Background(), localcluster.NewProgress(os.Stderr))
+		if err != nil {
+			return err
+		}
+		fmt.Println(dir)
+		return nil
+	case "prometheus":
+		dir, err := layout.PrometheusBinaries(context.Background(), localcluster.NewProgress(os.Stderr))
 		if err != nil {
 			return err
 		}
