@@ -81,6 +81,11 @@ const (
 	// leave the remaining voters without quorum, so nothing is deleted.
 	// Recovering needs a person (or a restore) to bring voters back.
 	QuorumGateHoldingReason = "QuorumGateHolding"
+	// MemberFencedReason: a ready member's own view of the cluster
+	// disagrees with the quorum's in a way a short lag could explain. It is
+	// out of the client Service at once, and replaced only if the
+	// disagreement lasts; if a later check agrees, it is let back in.
+	MemberFencedReason = "MemberFenced"
 )
 
 // Reasons of the VersionsAligned condition.

@@ -15,6 +15,9 @@ const (
 	// UnresponsiveAfter is how long a member may stay not ready, without
 	// restarting, before an unanswering endpoint counts as broken.
 	UnresponsiveAfter = 30 * time.Second
+	// DivergenceConfirmAfter is how long a disagreement that could be a lag
+	// must persist before the member is replaced; it is fenced meanwhile.
+	DivergenceConfirmAfter = 10 * time.Second
 )
 
 // Facts is what a pass observed about one member.
@@ -27,18 +30,24 @@ type Facts struct {
 	PodLost bool
 	// EndpointHealthy: the member's own endpoint answered without errors.
 	EndpointHealthy bool
-	// Divergence is non-empty when the member answers but its view of the
-	// cluster disagrees with the quorum's; it says how.
-	Divergence string
+	// Divergence is how the member's own view of the cluster, when it
+	// answers, disagrees with the quorum's.
+	Divergence Diverging
+	// DivergenceConfirmed: the disagreement is definitive, or has been seen
+	// for at least DivergenceConfirmAfter; a passing lag is never worth a
+	// member's data.
+	DivergenceConfirmed bool
 	// OthersHealthy: every other member is healthy, so a member that stands
 	// out is the problem rather than a symptom of a wider outage.
 	OthersHealthy bool
 }
 
-// Verdict is a decision to replace a member.
+// Verdict is a decision to replace a member, or, with FenceOnly, to take it
+// out of client traffic while a disagreement is confirmed.
 type Verdict struct {
-	Reason Reason
-	Detail string
+	Reason    Reason
+	Detail    string
+	FenceOnly bool
 }
 
 // Assess decides whether the member must be replaced.
@@ -49,7 +58,7 @@ type Verdict struct {
 // else's hands.
 func Assess(f Facts, now time.Time) (Verdict, bool) {
 	if f.PodLost {
-		return Verdict{PodLost, "the member's Pod and its tmpfs data are gone"}, true
+		return Verdict{Reason: PodLost, Detail: "the member's Pod and its tmpfs data are gone"}, true
 	}
 	if f.Pod == nil || !f.Pod.DeletionTimestamp.IsZero() {
 		return Verdict{}, false
@@ -59,32 +68,68 @@ func Assess(f Facts, now time.Time) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	if cs.Ready {
-		if f.Divergence != "" {
-			return Verdict{Diverged, f.Divergence}, true
+		if f.Divergence.Diverged() {
+			return Verdict{Reason: Diverged, Detail: f.Divergence.Detail, FenceOnly: !f.DivergenceConfirmed}, true
 		}
 		return Verdict{}, false
 	}
-	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-		if t == nil {
-			continue
+	// Only a failure that is still going on counts: a container that
+	// crashed long ago and has run since is judged by how it runs now.
+	if failingNow(cs, now) {
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t == nil {
+				continue
+			}
+			if reason, line, ok := ClassifyTermination(t.Message); ok {
+				return Verdict{Reason: reason, Detail: fmt.Sprintf("etcd exited with code %d: %s", t.ExitCode, line)}, true
+			}
 		}
-		if reason, line, ok := ClassifyTermination(t.Message); ok {
-			return Verdict{reason, fmt.Sprintf("etcd exited with code %d: %s", t.ExitCode, line)}, true
+		if cs.RestartCount >= CrashLoopRestarts {
+			return Verdict{Reason: CrashLoop, Detail: fmt.Sprintf("not ready after %d restarts", cs.RestartCount)}, true
 		}
 	}
-	if cs.RestartCount >= CrashLoopRestarts {
-		return Verdict{CrashLoop, fmt.Sprintf("not ready after %d restarts", cs.RestartCount)}, true
-	}
-	if f.OthersHealthy && cs.State.Running != nil && now.Sub(cs.State.Running.StartedAt.Time) >= UnresponsiveAfter {
-		if f.Divergence != "" {
-			return Verdict{Diverged, f.Divergence}, true
+	if since, ok := notReadySince(f.Pod, cs); ok && f.OthersHealthy && now.Sub(since) >= UnresponsiveAfter {
+		// Not ready this long, the member is out of client traffic already:
+		// a disagreement needs no further confirmation.
+		if f.Divergence.Diverged() {
+			return Verdict{Reason: Diverged, Detail: f.Divergence.Detail}, true
 		}
 		if !f.EndpointHealthy {
-			return Verdict{Unresponsive, fmt.Sprintf("running but not ready for %s and its endpoint does not answer",
-				now.Sub(cs.State.Running.StartedAt.Time).Round(time.Second))}, true
+			return Verdict{Reason: Unresponsive, Detail: fmt.Sprintf("running but not ready for %s and its endpoint does not answer",
+				now.Sub(since).Round(time.Second))}, true
 		}
 	}
 	return Verdict{}, false
+}
+
+// failingNow: the container is down (terminated, or waiting to be
+// restarted), or started again so recently that it is still coming up after
+// its last failure.
+func failingNow(cs *corev1.ContainerStatus, now time.Time) bool {
+	switch {
+	case cs.State.Terminated != nil, cs.State.Waiting != nil:
+		return true
+	case cs.State.Running != nil:
+		return now.Sub(cs.State.Running.StartedAt.Time) < UnresponsiveAfter
+	}
+	return false
+}
+
+// notReadySince is when a running container was last seen to stop being
+// ready: its start, or the Pod's Ready condition turning false after it, so
+// that a member running for days and not ready for a second is not taken
+// for one stuck since it started.
+func notReadySince(p *corev1.Pod, cs *corev1.ContainerStatus) (time.Time, bool) {
+	if cs.State.Running == nil {
+		return time.Time{}, false
+	}
+	since := cs.State.Running.StartedAt.Time
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue && c.LastTransitionTime.After(since) {
+			since = c.LastTransitionTime.Time
+		}
+	}
+	return since, true
 }
 
 func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {

@@ -41,23 +41,45 @@ func QuorumLeader(voters int, statuses []etcd.EndpointStatus) (uint64, uint64) {
 	return 0, 0
 }
 
+// Diverging is how one member's own account of the cluster differs from the
+// quorum's.
+type Diverging struct {
+	// Detail says how; "" means the member agrees with the quorum.
+	Detail string
+	// Definitive is true when the difference cannot be a moment's lag: the
+	// member answers for another cluster, or leads a one-member cluster of
+	// its own (what a wrongly re-bootstrapped member does). Any other
+	// difference, such as a follower that has not yet heard of a new leader
+	// or applied a membership change, must persist before it costs the
+	// member its data.
+	Definitive bool
+}
+
+// Diverged reports whether there is a difference at all.
+func (d Diverging) Diverged() bool { return d.Detail != "" }
+
 // Divergence compares one member's own account of the cluster with the
-// quorum's and says how they differ; "" means they agree. own may be nil
-// when the member's member list was not read this pass.
-func Divergence(q QuorumView, status *etcd.EndpointStatus, own *etcd.MemberList) string {
+// quorum's. own may be nil when the member's member list was not read this
+// pass.
+func Divergence(q QuorumView, status *etcd.EndpointStatus, own *etcd.MemberList) Diverging {
 	if q.LeaderID == 0 {
 		// Without a quorum leader there is no reference to disagree with.
-		return ""
+		return Diverging{}
 	}
 	if status != nil {
 		switch {
 		case q.ClusterID != 0 && status.ClusterID != 0 && status.ClusterID != q.ClusterID:
-			return fmt.Sprintf("it reports cluster ID %016x, the quorum %016x", status.ClusterID, q.ClusterID)
+			return Diverging{fmt.Sprintf("it reports cluster ID %016x, the quorum %016x", status.ClusterID, q.ClusterID), true}
 		case status.LeaderID == status.MemberID && status.MemberID != q.LeaderID:
-			return fmt.Sprintf("it reports itself leader while the quorum follows %016x", q.LeaderID)
+			alone := own != nil && len(own.Members) == 1 && len(q.Members) > 1
+			detail := fmt.Sprintf("it reports itself leader while the quorum follows %016x", q.LeaderID)
+			if alone {
+				detail = fmt.Sprintf("it leads a one-member cluster of its own while the quorum of %d follows %016x", len(q.Members), q.LeaderID)
+			}
+			return Diverging{detail, alone}
 		case status.LeaderID != 0 && status.LeaderID != q.LeaderID && status.RaftTerm < q.LeaderTerm:
-			return fmt.Sprintf("it follows %016x at term %d while the quorum follows %016x at term %d",
-				status.LeaderID, status.RaftTerm, q.LeaderID, q.LeaderTerm)
+			return Diverging{fmt.Sprintf("it follows %016x at term %d while the quorum follows %016x at term %d",
+				status.LeaderID, status.RaftTerm, q.LeaderID, q.LeaderTerm), false}
 		}
 	}
 	if own != nil {
@@ -69,8 +91,8 @@ func Divergence(q QuorumView, status *etcd.EndpointStatus, own *etcd.MemberList)
 		slices.Sort(ids)
 		slices.Sort(want)
 		if !slices.Equal(ids, want) {
-			return fmt.Sprintf("its member list has %d members, the quorum's %d, and they differ", len(ids), len(want))
+			return Diverging{fmt.Sprintf("its member list has %d members, the quorum's %d, and they differ", len(ids), len(want)), false}
 		}
 	}
-	return ""
+	return Diverging{}
 }

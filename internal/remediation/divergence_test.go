@@ -37,19 +37,24 @@ func TestDivergence(t *testing.T) {
 		status *etcd.EndpointStatus
 		own    *etcd.MemberList
 		diverg bool
+		sure   bool
 	}{
-		{"agrees", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 1, RaftTerm: 4, ClusterID: 9}, list(3, 2, 1), false},
-		{"leader of a one-member cluster", q, &etcd.EndpointStatus{MemberID: 3, LeaderID: 3, RaftTerm: 2, ClusterID: 9}, list(3), true},
-		{"member list differs", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 1, RaftTerm: 4, ClusterID: 9}, list(1, 2), true},
-		{"behind on another leader", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 3, RaftTerm: 2, ClusterID: 9}, nil, true},
-		{"other cluster", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 1, RaftTerm: 4, ClusterID: 8}, nil, true},
-		{"just elected, ahead of what we saw", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 3, RaftTerm: 5, ClusterID: 9}, nil, false},
-		{"no quorum leader to compare with", QuorumView{Members: []uint64{1, 2, 3}}, &etcd.EndpointStatus{MemberID: 3, LeaderID: 3}, list(3), false},
+		{"agrees", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 1, RaftTerm: 4, ClusterID: 9}, list(3, 2, 1), false, false},
+		{"leader of a one-member cluster", q, &etcd.EndpointStatus{MemberID: 3, LeaderID: 3, RaftTerm: 2, ClusterID: 9}, list(3), true, true},
+		{"leader, member list not read", q, &etcd.EndpointStatus{MemberID: 3, LeaderID: 3, RaftTerm: 2, ClusterID: 9}, nil, true, false},
+		{"old leader not yet stepped down", q, &etcd.EndpointStatus{MemberID: 3, LeaderID: 3, RaftTerm: 3, ClusterID: 9}, list(1, 2, 3), true, false},
+		{"member list differs", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 1, RaftTerm: 4, ClusterID: 9}, list(1, 2), true, false},
+		{"behind on another leader", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 3, RaftTerm: 2, ClusterID: 9}, nil, true, false},
+		{"other cluster", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 1, RaftTerm: 4, ClusterID: 8}, nil, true, true},
+		{"just elected, ahead of what we saw", q, &etcd.EndpointStatus{MemberID: 2, LeaderID: 3, RaftTerm: 5, ClusterID: 9}, nil, false, false},
+		{"no quorum leader to compare with", QuorumView{Members: []uint64{1, 2, 3}}, &etcd.EndpointStatus{MemberID: 3, LeaderID: 3}, list(3), false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Divergence(tc.q, tc.status, tc.own)
-			NewWithT(t).Expect(got != "").To(Equal(tc.diverg), got)
+			g := NewWithT(t)
+			g.Expect(got.Diverged()).To(Equal(tc.diverg), got.Detail)
+			g.Expect(got.Definitive).To(Equal(tc.sure), got.Detail)
 		})
 	}
 }

@@ -67,8 +67,29 @@ func terminated(msg, reason string) *corev1.ContainerStateTerminated {
 	return &corev1.ContainerStateTerminated{ExitCode: 1, Message: msg, Reason: reason}
 }
 
+var crashLoopBackOff = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+
+// notReadyFor marks the Pod not ready since the given time before now.
+func notReadyFor(p *corev1.Pod, d time.Duration) *corev1.Pod {
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-d)),
+	})
+	return p
+}
+
 func running(since time.Duration) corev1.ContainerState {
 	return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-since))}}
+}
+
+func TestAssessFencesAnUnconfirmedDisagreementOnly(t *testing.T) {
+	g := NewWithT(t)
+	ready := pod(corev1.ContainerStatus{Ready: true, State: running(time.Hour)})
+	v, act := Assess(Facts{Container: "etcd", Pod: ready, Divergence: Diverging{Detail: "its member list differs"}}, now)
+	g.Expect(act).To(BeTrue())
+	g.Expect(v.Reason).To(Equal(Diverged))
+	g.Expect(v.FenceOnly).To(BeTrue(), "a possible lag is fenced, not yet replaced")
+	v, _ = Assess(Facts{Container: "etcd", Pod: ready, Divergence: Diverging{Detail: "its member list differs"}, DivergenceConfirmed: true}, now)
+	g.Expect(v.FenceOnly).To(BeFalse())
 }
 
 func TestAssess(t *testing.T) {
@@ -82,17 +103,26 @@ func TestAssess(t *testing.T) {
 	}{
 		{"healthy member", Facts{Pod: pod(corev1.ContainerStatus{Ready: true, State: running(time.Hour)}), EndpointHealthy: true, OthersHealthy: true}, "", false},
 		{"first failure with a known cause",
-			Facts{Pod: pod(corev1.ContainerStatus{RestartCount: 1, LastTerminationState: corev1.ContainerState{Terminated: terminated(wipedUnderExisting, "Error")}})},
+			Facts{Pod: pod(corev1.ContainerStatus{RestartCount: 1, State: crashLoopBackOff, LastTerminationState: corev1.ContainerState{Terminated: terminated(wipedUnderExisting, "Error")}})},
 			DataDirLost, true},
+		{"restarted just now after a known cause",
+			Facts{Pod: pod(corev1.ContainerStatus{RestartCount: 1, State: running(time.Second), LastTerminationState: corev1.ContainerState{Terminated: terminated(wipedUnderExisting, "Error")}})},
+			DataDirLost, true},
+		{"a known cause long ago, running since and briefly not ready",
+			Facts{Pod: notReadyFor(pod(corev1.ContainerStatus{RestartCount: 1, State: running(time.Hour), LastTerminationState: corev1.ContainerState{Terminated: terminated(wipedUnderExisting, "Error")}}), time.Second), OthersHealthy: true},
+			"", false},
 		{"terminated right now with a known cause",
 			Facts{Pod: pod(corev1.ContainerStatus{State: corev1.ContainerState{Terminated: terminated(garbledDB, "Error")}})},
 			DataCorrupt, true},
 		{"unknown cause, few restarts",
-			Facts{Pod: pod(corev1.ContainerStatus{RestartCount: 2, LastTerminationState: corev1.ContainerState{Terminated: terminated("boom", "Error")}})},
+			Facts{Pod: pod(corev1.ContainerStatus{RestartCount: 2, State: crashLoopBackOff, LastTerminationState: corev1.ContainerState{Terminated: terminated("boom", "Error")}})},
 			"", false},
 		{"unknown cause, crash loop",
-			Facts{Pod: pod(corev1.ContainerStatus{RestartCount: 5, LastTerminationState: corev1.ContainerState{Terminated: terminated("boom", "Error")}})},
+			Facts{Pod: pod(corev1.ContainerStatus{RestartCount: 5, State: crashLoopBackOff, LastTerminationState: corev1.ContainerState{Terminated: terminated("boom", "Error")}})},
 			CrashLoop, true},
+		{"many restarts long ago, running since and briefly not ready",
+			Facts{Pod: notReadyFor(pod(corev1.ContainerStatus{RestartCount: 7, State: running(24 * time.Hour), LastTerminationState: corev1.ContainerState{Terminated: terminated("boom", "Error")}}), time.Second), OthersHealthy: true},
+			"", false},
 		{"OOM killed now is never replaced",
 			Facts{Pod: pod(corev1.ContainerStatus{RestartCount: 12, State: corev1.ContainerState{Terminated: terminated("", "OOMKilled")}})},
 			"", false},
@@ -102,13 +132,19 @@ func TestAssess(t *testing.T) {
 		{"pod being deleted is left alone", Facts{Pod: deleting}, "", false},
 		{"no pod (being re-created)", Facts{}, "", false},
 		{"memory pod lost", Facts{PodLost: true}, PodLost, true},
-		{"ready but diverged", Facts{Pod: pod(corev1.ContainerStatus{Ready: true, State: running(time.Minute)}), Divergence: "lists 1 member, the quorum 3"}, Diverged, true},
+		{"ready but diverged, confirmed", Facts{Pod: pod(corev1.ContainerStatus{Ready: true, State: running(time.Minute)}), Divergence: Diverging{Detail: "lists 1 member, the quorum 3"}, DivergenceConfirmed: true}, Diverged, true},
 		{"stuck, silent, others healthy",
 			Facts{Pod: pod(corev1.ContainerStatus{State: running(2 * UnresponsiveAfter)}), OthersHealthy: true},
 			Unresponsive, true},
 		{"stuck but only briefly",
 			Facts{Pod: pod(corev1.ContainerStatus{State: running(UnresponsiveAfter / 2)}), OthersHealthy: true},
 			"", false},
+		{"running for days, not ready and silent only briefly",
+			Facts{Pod: notReadyFor(pod(corev1.ContainerStatus{State: running(48 * time.Hour)}), UnresponsiveAfter/2), OthersHealthy: true},
+			"", false},
+		{"running for days, not ready and silent for long",
+			Facts{Pod: notReadyFor(pod(corev1.ContainerStatus{State: running(48 * time.Hour)}), 2*UnresponsiveAfter), OthersHealthy: true},
+			Unresponsive, true},
 		{"stuck while others are unhealthy too",
 			Facts{Pod: pod(corev1.ContainerStatus{State: running(2 * UnresponsiveAfter)}), OthersHealthy: false},
 			"", false},
@@ -116,7 +152,7 @@ func TestAssess(t *testing.T) {
 			Facts{Pod: pod(corev1.ContainerStatus{State: running(2 * UnresponsiveAfter)}), OthersHealthy: true, EndpointHealthy: true},
 			"", false},
 		{"not ready, answering, view disagrees",
-			Facts{Pod: pod(corev1.ContainerStatus{State: running(2 * UnresponsiveAfter)}), OthersHealthy: true, EndpointHealthy: true, Divergence: "leader of a one-member cluster"},
+			Facts{Pod: pod(corev1.ContainerStatus{State: running(2 * UnresponsiveAfter)}), OthersHealthy: true, EndpointHealthy: true, Divergence: Diverging{Detail: "its member list differs"}},
 			Diverged, true},
 	}
 	for _, tc := range cases {
@@ -126,6 +162,7 @@ func TestAssess(t *testing.T) {
 			v, act := Assess(tc.facts, now)
 			g.Expect(act).To(Equal(tc.act))
 			g.Expect(v.Reason).To(Equal(tc.want))
+			g.Expect(v.FenceOnly).To(BeFalse())
 			if act {
 				g.Expect(v.Detail).NotTo(BeEmpty())
 			}

@@ -172,10 +172,18 @@ func Labels(m *v1alpha1.EtcdMember) map[string]string {
 	}
 	delete(out, v1alpha1.RoleLabel)
 	maps.Copy(out, v1alpha1.MemberLabels(m.Spec.ClusterName, m.Name))
-	if m.Status.Role == v1alpha1.MemberRoleVoter {
+	if ServesClients(m) {
 		out[v1alpha1.RoleLabel] = v1alpha1.RoleLabelVoter
 	}
 	return out
+}
+
+// ServesClients says whether the member's Pod belongs behind the client
+// Service: a voter that is neither fenced nor leaving. A learner cannot serve
+// linearizable requests, a fenced member's view disagrees with the quorum's,
+// and a member being removed is about to stop answering.
+func ServesClients(m *v1alpha1.EtcdMember) bool {
+	return m.Status.Role == v1alpha1.MemberRoleVoter && m.Status.Fenced == "" && m.DeletionTimestamp.IsZero()
 }
 
 // Args are etcd's command-line flags for a member, sorted so that the same

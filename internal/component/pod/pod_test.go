@@ -365,6 +365,25 @@ func TestBuild_Resources(t *testing.T) {
 	}
 }
 
+func TestServesClients(t *testing.T) {
+	g := NewWithT(t)
+	m := &v1alpha1.EtcdMember{Status: v1alpha1.EtcdMemberStatus{Role: v1alpha1.MemberRoleVoter}}
+	g.Expect(pod.ServesClients(m)).To(BeTrue())
+	g.Expect(pod.Labels(m)).To(HaveKeyWithValue(v1alpha1.RoleLabel, v1alpha1.RoleLabelVoter))
+
+	learner := &v1alpha1.EtcdMember{Status: v1alpha1.EtcdMemberStatus{Role: v1alpha1.MemberRoleLearner}}
+	g.Expect(pod.ServesClients(learner)).To(BeFalse())
+
+	fenced := m.DeepCopy()
+	fenced.Status.Fenced = "its member list differs"
+	g.Expect(pod.ServesClients(fenced)).To(BeFalse())
+	g.Expect(pod.Labels(fenced)).NotTo(HaveKey(v1alpha1.RoleLabel), "a re-created Pod of a fenced member starts outside the Service")
+
+	leaving := m.DeepCopy()
+	leaving.DeletionTimestamp = &metav1.Time{Time: time.Unix(1_800_000_000, 0)}
+	g.Expect(pod.ServesClients(leaving)).To(BeFalse())
+}
+
 func TestBuild_Metadata(t *testing.T) {
 	memberLabels := v1alpha1.MemberLabels(testCluster, testMember)
 	withRole := func(l map[string]string) map[string]string {

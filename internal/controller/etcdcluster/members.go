@@ -82,6 +82,9 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if res, acted, err := r.remediate(ctx, s); acted || err != nil {
 		return res, err
 	}
+	if acted, err := r.unfence(ctx, s); acted || err != nil {
+		return ctrl.Result{}, err
+	}
 	// Scaling down goes before promotion: the member to remove is the
 	// newest, which is the learner when one is stuck catching up.
 	if len(s.members) > desired {

@@ -43,6 +43,9 @@ type Reconciler struct {
 
 	// lastViewCheck maps cluster UID to the last per-member view check.
 	lastViewCheck sync.Map
+	// divergedSince maps a member (namespace/name/UID) to when a disagreement with the quorum
+	// that could be a lag was first seen.
+	divergedSince sync.Map
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,7 +53,13 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 			if h.err == nil {
 				status = &h.status
 			}
-			facts.Divergence = remediation.Divergence(q, status, s.etcd.ownLists[em.ID])
+			own := s.etcd.ownLists[em.ID]
+			facts.Divergence = remediation.Divergence(q, status, own)
+			facts.DivergenceConfirmed = r.divergenceConfirmed(m, facts.Divergence, status != nil && own != nil, s.now)
+			if !facts.Divergence.Diverged() && status != nil && own != nil && m.Status.Fenced != "" && m.DeletionTimestamp.IsZero() {
+				// A full check agrees again: it was a lag after all.
+				s.unfence = append(s.unfence, m)
+			}
 		}
 		if v, act := remediation.Assess(facts, s.now); act {
 			broken = append(broken, brokenMember{member: m, verdict: v, voter: listed && !em.IsLearner, id: em.ID})
@@ -74,10 +81,16 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope) (ctrl.Result, bool
 	log := ctrl.LoggerFrom(ctx).WithValues("member", b.member.Name, "reason", b.verdict.Reason)
 	if b.verdict.Reason == remediation.Diverged && b.member.Status.Fenced == "" {
 		// Cut client traffic first: the label goes at once, the removal may
-		// have to wait for the quorum gate.
+		// have to wait for the quorum gate or for the disagreement to last.
+		log.Info("Fencing member whose view disagrees with the quorum's", "detail", b.verdict.Detail)
+		r.event(s.cluster, corev1.EventTypeWarning, string(b.verdict.Reason), "FenceMember",
+			"Fencing member %s: %s", b.member.Name, b.verdict.Detail)
 		if err := r.fence(ctx, b.member, b.verdict.Detail); err != nil {
 			return ctrl.Result{}, true, err
 		}
+	}
+	if b.verdict.FenceOnly {
+		return ctrl.Result{RequeueAfter: remediation.DivergenceConfirmAfter / 2}, true, nil
 	}
 	if b.voter || !s.etcd.usable() {
 		voters := len(s.etcd.voters())
@@ -101,6 +114,40 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope) (ctrl.Result, bool
 	metrics.MemberReplaced(s.cluster.Namespace, s.cluster.Name, string(b.member.UID), string(b.verdict.Reason))
 	s.setProgress(v1alpha1.ReplacingMemberReason, "replacing %s (%s)", b.member.Name, b.verdict.Reason)
 	return ctrl.Result{}, true, nil
+}
+
+// unfence returns a member to client traffic once a full check finds its view
+// agrees with the quorum's again, a disagreement that was not confirmed.
+func (r *Reconciler) unfence(ctx context.Context, s *scope) (bool, error) {
+	if len(s.unfence) == 0 {
+		return false, nil
+	}
+	m := s.unfence[0]
+	ctrl.LoggerFrom(ctx).Info("Unfencing member whose view agrees with the quorum's again", "member", m.Name, "was", m.Status.Fenced)
+	r.event(s.cluster, corev1.EventTypeNormal, "Unfenced", "UnfenceMember",
+		"Member %s agrees with the quorum again (was: %s)", m.Name, m.Status.Fenced)
+	return true, r.fence(ctx, m, "")
+}
+
+// divergenceConfirmed says whether a disagreement may cost the member its
+// data: it is definitive, or it was first seen at least
+// DivergenceConfirmAfter ago. The first sighting is kept in memory only; an
+// operator restart starts the wait again, which errs on the side of keeping
+// the member. A full check (status and member list) that agrees forgets it.
+func (r *Reconciler) divergenceConfirmed(m *v1alpha1.EtcdMember, d remediation.Diverging, fullCheck bool, now time.Time) bool {
+	// The UID tells a re-created member of the same name from the old one.
+	key := m.Namespace + "/" + m.Name + "/" + string(m.UID)
+	if !d.Diverged() {
+		if fullCheck {
+			r.divergedSince.Delete(key)
+		}
+		return false
+	}
+	if d.Definitive {
+		return true
+	}
+	first, _ := r.divergedSince.LoadOrStore(key, now)
+	return now.Sub(first.(time.Time)) >= remediation.DivergenceConfirmAfter
 }
 
 func (r *Reconciler) fence(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {

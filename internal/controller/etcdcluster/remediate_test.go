@@ -11,6 +11,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
+	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
 
 const wipedFatal = `{"level":"fatal","msg":"discovery failed","error":"cannot fetch cluster info from peer urls: could not retrieve cluster information from the given URLs"}`
@@ -24,6 +25,7 @@ func (h *harness) breakPod(name, reason, message string) {
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
 		Name: "etcd", RestartCount: 1,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: reason, Message: message}},
 	}}
 	h.g.Expect(h.c.Status().Update(context.Background(), p)).To(Succeed())
@@ -94,15 +96,56 @@ func TestRemediation_MemoryMemberWhosePodIsGone(t *testing.T) {
 	h.g.Expect(h.exists("demo-b")).To(BeFalse())
 }
 
-func TestRemediation_DivergedMemberIsFencedThenReplaced(t *testing.T) {
+func TestRemediation_MemberLeadingAClusterOfItsOwnIsReplacedAtOnce(t *testing.T) {
 	h := newHarness(t)
 	h.formed(3, "demo-a", "demo-b", "demo-c")
 	c := h.etcd.Members()[2]
-	// demo-c answers as the leader of a one-member cluster.
+	// demo-c answers as the leader of a one-member cluster, as a wrongly
+	// re-bootstrapped member does: no lag explains that.
 	h.etcd.SetStatus(clientURL("demo-c"), statusFor(c.ID, c.ID))
+	h.etcd.SetMemberListAt(clientURL("demo-c"), etcd.MemberList{ClusterID: etcdfake.DefaultClusterID, Members: []etcd.Member{c}})
 	h.reconcile()
 	h.g.Expect(h.exists("demo-c")).To(BeFalse())
-	h.g.Expect(h.events.Events).To(Receive(ContainSubstring("Diverged")))
+	h.g.Expect(h.events.Events).To(Receive(ContainSubstring("Fencing member demo-c")))
+	h.g.Expect(h.events.Events).To(Receive(ContainSubstring("Replacing member demo-c")))
+}
+
+func TestRemediation_DisagreementIsFencedThenReplacedOnlyIfItLasts(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b", "demo-c")
+	c := h.etcd.Members()[2]
+	// demo-c claims leadership the quorum does not follow, with the right
+	// member list: an old leader that has not yet stepped down looks so.
+	h.etcd.SetStatus(clientURL("demo-c"), statusFor(c.ID, c.ID))
+	h.reconcile()
+	h.g.Expect(h.exists("demo-c")).To(BeTrue(), "a possible lag costs no data at first sight")
+	h.g.Expect(h.member("demo-c").Status.Fenced).To(ContainSubstring("itself leader"), "but it leaves client traffic at once")
+	h.g.Expect(h.condition(v1alpha1.MembersHealthyCondition).Message).To(ContainSubstring("fenced"))
+
+	h.now = h.now.Add(remediation.DivergenceConfirmAfter / 2)
+	h.reconcile()
+	h.g.Expect(h.exists("demo-c")).To(BeTrue(), "not yet confirmed")
+
+	h.now = h.now.Add(remediation.DivergenceConfirmAfter)
+	h.reconcile()
+	h.g.Expect(h.exists("demo-c")).To(BeFalse(), "still disagreeing after the confirmation window")
+}
+
+func TestRemediation_FencedMemberThatAgreesAgainIsUnfenced(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b", "demo-c")
+	c := h.etcd.Members()[2]
+	h.etcd.SetStatus(clientURL("demo-c"), statusFor(c.ID, c.ID))
+	h.reconcile()
+	h.g.Expect(h.member("demo-c").Status.Fenced).NotTo(BeEmpty())
+
+	h.etcd.ResetStatus(clientURL("demo-c"))
+	h.now = h.now.Add(2 * remediation.DivergenceConfirmAfter)
+	h.reconcile()
+	h.g.Expect(h.exists("demo-c")).To(BeTrue())
+	h.g.Expect(h.member("demo-c").Status.Fenced).To(BeEmpty(), "a full check agrees again")
+	h.g.Expect(h.events.Events).To(Receive(ContainSubstring("Fencing member demo-c")))
+	h.g.Expect(h.events.Events).To(Receive(ContainSubstring("agrees with the quorum again")))
 }
 
 func statusFor(member, leader uint64) etcdStatus {

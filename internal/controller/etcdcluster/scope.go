@@ -36,6 +36,8 @@ type scope struct {
 	reached bool
 	// broken are members self-heal judged beyond restarting.
 	broken []brokenMember
+	// unfence are fenced members whose view agrees with the quorum's again.
+	unfence []*v1alpha1.EtcdMember
 	// remediationHeld says why a broken member is not being replaced.
 	remediationHeld string
 	// terminal is set when the target can no longer be reached (a Reason).

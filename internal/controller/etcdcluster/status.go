@@ -204,6 +204,10 @@ func setMembersHealthy(s *scope) {
 	switch {
 	case s.remediationHeld != "":
 		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.QuorumGateHoldingReason, s.remediationHeld)
+	case len(s.broken) > 0 && s.broken[0].verdict.FenceOnly:
+		b := s.broken[0]
+		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.MemberFencedReason,
+			fmt.Sprintf("%s is fenced (out of client traffic) while its disagreement with the quorum is confirmed: %s", b.member.Name, b.verdict.Detail))
 	case len(s.broken) > 0:
 		b := s.broken[0]
 		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.ReplacingMemberReason,

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 )
@@ -40,6 +41,12 @@ func (r *Reconciler) finalize(ctx context.Context, m *v1alpha1.EtcdMember) (ctrl
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("failed to get EtcdCluster %s: %w", m.Spec.ClusterName, err)
 	}
+	// Out of the client Service first: a member that is leaving, for
+	// instance a fenced one whose view disagrees with the quorum's, must not
+	// take client traffic while its removal waits on the quorum gate.
+	if err := r.stopClientTraffic(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	}
 	done, wait, err := r.removeFromEtcd(ctx, cluster, m)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -49,6 +56,14 @@ func (r *Reconciler) finalize(ctx context.Context, m *v1alpha1.EtcdMember) (ctrl
 		return ctrl.Result{RequeueAfter: requeueRemoval}, nil
 	}
 	return ctrl.Result{}, r.releaseFinalizer(ctx, m)
+}
+
+func (r *Reconciler) stopClientTraffic(ctx context.Context, m *v1alpha1.EtcdMember) error {
+	current, err := r.currentPod(ctx, m)
+	if err != nil || current == nil {
+		return err
+	}
+	return pod.SetRoleLabel(ctx, r.Client, current, false)
 }
 
 // removeFromEtcd reports done when etcd no longer lists the member.

@@ -122,3 +122,18 @@ func TestReadiness(t *testing.T) {
 	_, reason, _ = readiness(&v1alpha1.EtcdMember{}, nil)
 	g.Expect(reason).To(Equal(v1alpha1.MemberPendingReason))
 }
+
+func TestFinalizer_TakesTheMemberOutOfClientTrafficFirst(t *testing.T) {
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	ctx := context.Background()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-c", Namespace: ns, Labels: map[string]string{
+		v1alpha1.ClusterLabel: "demo", v1alpha1.RoleLabel: v1alpha1.RoleLabelVoter,
+	}}}
+	f.g.Expect(f.c.Create(ctx, p)).To(Succeed())
+	// The quorum gate holds the removal, as it may for a fenced member.
+	f.etcd.SetEndpointError(v1alpha1.ClientURL("demo-b", "demo", ns, domain), etcdfake.ErrUnreachable)
+	f.deleteAndReconcile("demo-c")
+	f.g.Expect(f.gone("demo-c")).To(BeFalse())
+	f.g.Expect(f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "demo-c"}, p)).To(Succeed())
+	f.g.Expect(p.Labels).NotTo(HaveKey(v1alpha1.RoleLabel), "the client Service must not route to a member on its way out")
+}

@@ -113,8 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	obs.pod = p
-	voter := m.Status.Role == v1alpha1.MemberRoleVoter && m.Status.Fenced == ""
-	if err := pod.SetRoleLabel(ctx, r.Client, p, voter); err != nil {
+	if err := pod.SetRoleLabel(ctx, r.Client, p, pod.ServesClients(m)); err != nil {
 		return ctrl.Result{}, err
 	}
 	if podReady(p) && (m.Status.Version == "" || m.Status.PodUID != p.UID) {

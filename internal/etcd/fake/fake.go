@@ -209,6 +209,13 @@ func (f *Fake) SetStatus(endpoint string, st etcd.EndpointStatus) {
 	f.statuses[endpoint] = st
 }
 
+// ResetStatus undoes SetStatus: Status on endpoint follows the model again.
+func (f *Fake) ResetStatus(endpoint string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.statuses, endpoint)
+}
+
 // SetMemberListAt makes MemberListAt on endpoint return list instead of the
 // model's membership, to simulate a member whose view has diverged.
 func (f *Fake) SetMemberListAt(endpoint string, list etcd.MemberList) {
