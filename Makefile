@@ -191,6 +191,7 @@ deploy: ## Install or upgrade the chart with image IMG into the current kubeconf
 	  --namespace $(RELEASE_NAMESPACE) --create-namespace \
 	  --set image.repository=$(IMG_REPOSITORY),image.tag=$(IMG_TAG),image.pullPolicy=IfNotPresent \
 	  --set etcdImage.repository=$(ETCD_IMAGE_REPOSITORY) \
+	  $(if $(wildcard bin/operator-image.id),--set-string 'podAnnotations.etcd\.quorumctl\.io/image-id=$(strip $(file <bin/operator-image.id))') \
 	  --wait --timeout $(HELM_TIMEOUT)
 
 .PHONY: undeploy

@@ -125,7 +125,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.readyMembers,selectorpath=.status.selector
-// +kubebuilder:resource:shortName=etcd;etcds,categories=etcd
+// +kubebuilder:resource:shortName=etcd;etcds,categories=etcd-all
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyMembers`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`

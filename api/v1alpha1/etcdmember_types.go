@@ -83,7 +83,7 @@ type EtcdMemberStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=etcd
+// +kubebuilder:resource:categories=etcd-all
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
 // +kubebuilder:printcolumn:name="ID",type=string,JSONPath=`.status.memberID`
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.status.role`

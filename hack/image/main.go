@@ -33,17 +33,18 @@ func main() {
 	binary := flag.String("binary", "bin/manager", "static manager binary to put into the image")
 	repoRoot := flag.String("repo-root", "", "repository root (default: found from the working directory)")
 	doImport := flag.Bool("import", true, "import the image into the running local cluster")
+	idFile := flag.String("id-file", "bin/operator-image.id", "file to write the image ID to; make deploy puts it in a Pod annotation so that a rebuilt image under the same tag rolls out")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *ref, *binary, *repoRoot, *doImport); err != nil {
+	if err := run(ctx, *ref, *binary, *repoRoot, *idFile, *doImport); err != nil {
 		fmt.Fprintf(os.Stderr, "image: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, ref, binary, repoRoot string, doImport bool) error {
+func run(ctx context.Context, ref, binary, repoRoot, idFile string, doImport bool) error {
 	if ref == "" {
 		return errors.New("-image is required")
 	}
@@ -88,6 +89,14 @@ func run(ctx context.Context, ref, binary, repoRoot string, doImport bool) error
 		return fmt.Errorf("failed to build image %s: %w", ref, err)
 	}
 	fmt.Printf("image %s\n  id      %s\n  tarball %s\n", img.Ref, img.ID, img.Tarball)
+	if idFile != "" {
+		if !filepath.IsAbs(idFile) {
+			idFile = filepath.Join(repoRoot, idFile)
+		}
+		if err := os.WriteFile(idFile, []byte(img.ID+"\n"), 0o644); err != nil {
+			return fmt.Errorf("failed to record the image ID: %w", err)
+		}
+	}
 	if doImport {
 		fmt.Println("  imported into the local cluster")
 	}

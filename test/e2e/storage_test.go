@@ -68,8 +68,18 @@ func TestPauseResume(t *testing.T) {
 	g.Expect(av.Message).To(ContainSubstring(v1alpha1.DataVolumeClaimName(dormant.Name)))
 
 	t.Log("replicas 3: the same cluster ID, the woken member keeps its ID, every key everywhere")
-	scale(ctx, t, c, ns, name, 3)
-	after := expectServing(ctx, t, c, ns, name, 3)
+	resumed := time.Now()
+	patchReplicas(ctx, t, c, ns, name, 3)
+	g.Expect(framework.WaitFor(ctx, 5*time.Minute, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		cl := &v1alpha1.EtcdCluster{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cl); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(cl.Status.Conditions, v1alpha1.AvailableCondition), nil
+	})).To(Succeed())
+	t.Logf("resume 0 -> 3: Available after %s", time.Since(resumed).Round(100*time.Millisecond))
+	after := expectServing(ctx, t, c, ns, name, 3, keyCount)
+	t.Logf("resume 0 -> 3: Ready, every key on every member, after %s", time.Since(resumed).Round(100*time.Millisecond))
 	g.Expect(after.Status.ClusterID).To(Equal(before.Status.ClusterID))
 	woken := ""
 	for _, m := range after.Status.Members {
