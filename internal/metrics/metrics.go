@@ -3,8 +3,9 @@
 // registry, so the manager's metrics endpoint (--metrics-bind-address, :8080
 // in the chart) serves them next to controller-runtime's, among them
 // controller_runtime_reconcile_total, controller_runtime_reconcile_errors_total
-// and controller_runtime_reconcile_time_seconds (label controller="etcdcluster"
-// or "etcdmember"), which this package does not duplicate.
+// and controller_runtime_reconcile_time_seconds. Those are per controller;
+// the reconcile errors and durations here are per EtcdCluster, so that an
+// alert or a dashboard can name the cluster that is in trouble.
 //
 // The values come from what a reconcile pass already observed: the
 // EtcdCluster's status as the pass computed it and etcd's own answers. Recording
@@ -16,6 +17,7 @@ package metrics
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -41,7 +43,13 @@ const (
 	ClusterDBSizeName      = "etcd_operator_cluster_db_size_bytes"
 	MemberDBSizeName       = "etcd_operator_member_db_size_bytes"
 	MemberReplacementsName = "etcd_operator_member_replacements_total"
+	ReconcileErrorsName    = "etcd_operator_cluster_reconcile_errors_total"
+	ReconcileDurationName  = "etcd_operator_cluster_reconcile_duration_seconds"
 )
+
+// reconcileBuckets cover a pass that only reads (milliseconds) up to one that
+// waits on etcd's call timeouts (seconds).
+var reconcileBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 // replacedMemory bounds how many replaced members are remembered per cluster
 // to count each replacement once.
@@ -73,6 +81,8 @@ type Recorder struct {
 	leaderChanges                    *prometheus.CounterVec
 	clusterDBSize, memberDBSize      *prometheus.GaugeVec
 	replacements                     *prometheus.CounterVec
+	reconcileErrors                  *prometheus.CounterVec
+	reconcileDuration                *prometheus.HistogramVec
 	// reasons are pre-created at 0 for every cluster, so that the first
 	// replacement shows as an increase instead of a new series.
 	reasons []string
@@ -119,6 +129,15 @@ func New(reasons ...string) *Recorder {
 			Name: MemberReplacementsName,
 			Help: "Members self-heal replaced, by the reason it gave.",
 		}, []string{LabelNamespace, LabelCluster, LabelReason}),
+		reconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: ReconcileErrorsName,
+			Help: "Reconcile passes of the EtcdCluster that ended in an error (and were retried with backoff).",
+		}, clusterLabels),
+		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    ReconcileDurationName,
+			Help:    "How long reconcile passes of the EtcdCluster took, in seconds, including the etcd calls they made.",
+			Buckets: reconcileBuckets,
+		}, clusterLabels),
 		reasons:  reasons,
 		clusters: map[clusterKey]*clusterState{},
 	}
@@ -128,6 +147,7 @@ func (r *Recorder) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		r.desired, r.ready, r.voting, r.learners, r.leaderChanges,
 		r.clusterDBSize, r.memberDBSize, r.replacements,
+		r.reconcileErrors, r.reconcileDuration,
 	}
 }
 
@@ -160,6 +180,7 @@ func (r *Recorder) state(namespace, name, uid string) *clusterState {
 	st = &clusterState{uid: uid, members: map[string]bool{}}
 	r.clusters[key] = st
 	r.leaderChanges.WithLabelValues(namespace, name).Add(0)
+	r.reconcileErrors.WithLabelValues(namespace, name).Add(0)
 	for _, reason := range r.reasons {
 		r.replacements.WithLabelValues(namespace, name, reason).Add(0)
 	}
@@ -206,6 +227,18 @@ func (r *Recorder) ObserveCluster(o ClusterObservation) {
 	}
 }
 
+// ObserveReconcile records one reconcile pass of an existing cluster: how
+// long it took and whether it failed.
+func (r *Recorder) ObserveReconcile(namespace, cluster, uid string, took time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.state(namespace, cluster, uid)
+	r.reconcileDuration.WithLabelValues(namespace, cluster).Observe(took.Seconds())
+	if err != nil {
+		r.reconcileErrors.WithLabelValues(namespace, cluster).Inc()
+	}
+}
+
 // MemberReplaced counts one replacement. member identifies the replaced
 // member (its UID); a second call for the same member, from a pass that read
 // a stale cache, is not counted again.
@@ -238,6 +271,7 @@ func (r *Recorder) deleteSeries(namespace, cluster string) {
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		r.desired, r.ready, r.voting, r.learners, r.leaderChanges,
 		r.clusterDBSize, r.memberDBSize, r.replacements,
+		r.reconcileErrors, r.reconcileDuration,
 	} {
 		v.DeletePartialMatch(labels)
 	}
@@ -271,6 +305,11 @@ func ObserveCluster(o ClusterObservation) { defaultRecorder.ObserveCluster(o) }
 // MemberReplaced counts a replacement on the operator's Recorder.
 func MemberReplaced(namespace, cluster, member, reason string) {
 	defaultRecorder.MemberReplaced(namespace, cluster, member, reason)
+}
+
+// ObserveReconcile records a pass on the operator's Recorder.
+func ObserveReconcile(namespace, cluster, uid string, took time.Duration, err error) {
+	defaultRecorder.ObserveReconcile(namespace, cluster, uid, took, err)
 }
 
 // ForgetCluster deletes a gone cluster's series from the operator's Recorder.

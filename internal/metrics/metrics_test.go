@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +61,9 @@ etcd_operator_member_db_size_bytes{cluster="example",member="example-c",namespac
 # HELP etcd_operator_member_replacements_total Members self-heal replaced, by the reason it gave.
 # TYPE etcd_operator_member_replacements_total counter
 etcd_operator_member_replacements_total{cluster="example",namespace="demo",reason="DataDirLost"} 0
+# HELP etcd_operator_cluster_reconcile_errors_total Reconcile passes of the EtcdCluster that ended in an error (and were retried with backoff).
+# TYPE etcd_operator_cluster_reconcile_errors_total counter
+etcd_operator_cluster_reconcile_errors_total{cluster="example",namespace="demo"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected)); err != nil {
 		t.Fatal(err)
@@ -70,6 +75,38 @@ etcd_operator_member_replacements_total{cluster="example",namespace="demo",reaso
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
+}
+
+func TestObserveReconcile(t *testing.T) {
+	g := NewWithT(t)
+	r, reg := newRegistered(t)
+	r.ObserveReconcile("demo", "example", "uid-1", 30*time.Millisecond, nil)
+	r.ObserveReconcile("demo", "example", "uid-1", 3*time.Second, errors.New("etcd did not answer"))
+	r.ObserveReconcile("demo", "other", "uid-2", time.Millisecond, nil)
+	g.Expect(testutil.ToFloat64(r.reconcileErrors.WithLabelValues("demo", "example"))).To(BeEquivalentTo(1))
+	g.Expect(testutil.ToFloat64(r.reconcileErrors.WithLabelValues("demo", "other"))).To(BeZero())
+	g.Expect(testutil.CollectAndCount(r.reconcileDuration)).To(Equal(2), "one histogram per cluster")
+	expected := `
+# HELP etcd_operator_cluster_reconcile_duration_seconds How long reconcile passes of the EtcdCluster took, in seconds, including the etcd calls they made.
+# TYPE etcd_operator_cluster_reconcile_duration_seconds histogram
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="0.005"} 0
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="0.01"} 0
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="0.025"} 0
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="0.05"} 1
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="0.1"} 1
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="0.25"} 1
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="0.5"} 1
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="1"} 1
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="2.5"} 1
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="5"} 2
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="10"} 2
+etcd_operator_cluster_reconcile_duration_seconds_bucket{cluster="example",namespace="demo",le="+Inf"} 2
+etcd_operator_cluster_reconcile_duration_seconds_sum{cluster="example",namespace="demo"} 3.03
+etcd_operator_cluster_reconcile_duration_seconds_count{cluster="example",namespace="demo"} 2
+`
+	r.ForgetCluster("demo", "other")
+	g.Expect(testutil.GatherAndCompare(reg, strings.NewReader(expected), ReconcileDurationName)).To(Succeed())
+	g.Expect(testutil.CollectAndCount(r.reconcileErrors)).To(Equal(1), "a forgotten cluster's series go")
 }
 
 func TestLeaderChanges(t *testing.T) {

@@ -138,7 +138,10 @@ func TestPrometheusScrapesOperatorAndMembers(t *testing.T) {
 		`count(etcd_operator_cluster_db_size_bytes{` + opSel + `} > 0)`:               1,
 		`count(etcd_operator_cluster_leader_changes_total{` + opSel + `})`:            1,
 		`etcd_operator_member_replacements_total{` + opSel + `,reason="DataDirLost"}`: 0,
-		// controller-runtime's reconcile metrics, which the package does not duplicate.
+		// Per-cluster reconcile metrics: passes were timed, errors are counted.
+		`clamp_max(etcd_operator_cluster_reconcile_duration_seconds_count{` + opSel + `}, 1)`: 1,
+		`count(etcd_operator_cluster_reconcile_errors_total{` + opSel + `})`:                  1,
+		// controller-runtime's per-controller reconcile metrics.
 		`clamp_max(count(controller_runtime_reconcile_total{job="etcd-operator",controller="etcdcluster"}), 1)`: 1,
 	} {
 		got, err := prom.Query(ctx, query)

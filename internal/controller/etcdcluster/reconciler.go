@@ -74,6 +74,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		metrics.ForgetCluster(req.Namespace, req.Name)
 		return ctrl.Result{}, nil
 	}
+	began := time.Now()
+	// Registered before the status patch's defer, so it runs after it and
+	// counts a failed patch as a failed pass.
+	defer func() {
+		metrics.ObserveReconcile(req.Namespace, req.Name, string(cluster.UID), time.Since(began), reterr)
+	}()
 	before := cluster.DeepCopy()
 	s, err := r.newScope(ctx, cluster)
 	if err != nil {
