@@ -19,6 +19,14 @@ const (
 	// versions, as they do after spec.version changed and before the old
 	// members are replaced.
 	VersionsAlignedCondition = "VersionsAligned"
+	// ReconcilingCondition and StalledCondition follow the kstatus
+	// convention (sigs.k8s.io/cli-utils), which Flux, Argo CD's health
+	// checks and Helm 4's --wait read instead of Ready: Reconciling is True
+	// exactly while Ready is False for a reason the operator is still working
+	// on, Stalled is True when it has given up (BootstrapFailed,
+	// DeadlineExceeded). Both carry the same reason as Ready.
+	ReconcilingCondition = "Reconciling"
+	StalledCondition     = "Stalled"
 )
 
 // Reasons shared by several conditions.
@@ -31,8 +39,8 @@ const (
 	// DeadlineExceededReason: a formed cluster did not reach its target before
 	// the progress deadline. Editing the spec resumes the work.
 	DeadlineExceededReason = "DeadlineExceeded"
-	// EtcdUnreachableReason: no member answered; the operator retries with
-	// backoff and changes nothing until one does.
+	// EtcdUnreachableReason: no member answered; the operator asks again
+	// every 5 s and changes nothing until one does.
 	EtcdUnreachableReason = "EtcdUnreachable"
 	// ScalingUpReason: members are being added, one learner at a time.
 	ScalingUpReason = "ScalingUp"
@@ -100,4 +108,7 @@ const (
 const (
 	// ReconciledReason: the latched target is reached; nothing is in flight.
 	ReconciledReason = "Reconciled"
+	// WithinDeadlineReason (Stalled=False): work is in flight and its
+	// progress deadline has not passed.
+	WithinDeadlineReason = "WithinDeadline"
 )

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -87,6 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	defer func() {
 		updateStatus(s, reterr == nil)
+		r.announceStalled(before, cluster)
 		if err := r.patchStatus(ctx, before, cluster); err != nil {
 			reterr = errors.Join(reterr, err)
 		}
@@ -98,6 +101,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.reconcilePDB,
 		r.reconcileMembership,
 	})
+}
+
+// announceStalled records a Warning Event when the cluster becomes Stalled,
+// once per transition rather than on every pass that finds it so.
+func (r *Reconciler) announceStalled(before, after *v1alpha1.EtcdCluster) {
+	now := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.StalledCondition)
+	if now == nil || now.Status != metav1.ConditionTrue {
+		return
+	}
+	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.StalledCondition)
+	if was != nil && was.Status == metav1.ConditionTrue && was.Reason == now.Reason {
+		return
+	}
+	r.event(after, corev1.EventTypeWarning, now.Reason, "Stall", "%s", now.Message)
 }
 
 func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.EtcdCluster) error {

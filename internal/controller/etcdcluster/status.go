@@ -25,6 +25,7 @@ func updateStatus(s *scope, succeeded bool) {
 	setMembersHealthy(s)
 	setProgressing(s)
 	setReady(s)
+	setKstatus(s)
 	if succeeded {
 		c.Status.ObservedGeneration = c.Generation
 	}
@@ -166,6 +167,24 @@ func setReady(s *scope) {
 			msg = "adopting the new spec"
 		}
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+	}
+}
+
+// setKstatus derives Reconciling and Stalled from Ready, so that kstatus
+// readers and kubectl wait --for=condition=Ready agree on "done".
+func setKstatus(s *scope) {
+	ready := meta.FindStatusCondition(s.cluster.Status.Conditions, v1alpha1.ReadyCondition)
+	switch {
+	case s.terminal != "":
+		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, s.terminal, ready.Message)
+		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionTrue, s.terminal, ready.Message)
+	case ready.Status == metav1.ConditionTrue:
+		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
+		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
+	default:
+		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, ready.Reason, ready.Message)
+		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionFalse, v1alpha1.WithinDeadlineReason,
+			"working towards the target; the progress deadline has not passed")
 	}
 }
 
