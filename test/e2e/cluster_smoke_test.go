@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 	"github.com/quorumctl/etcd-operator/test/localcluster"
@@ -94,6 +95,15 @@ func TestLocalClusterSmoke(t *testing.T) {
 		}
 	}
 
+	t.Log("PodSecurity enforces the restricted level: a privileged Pod is refused")
+	privileged := etcdPod()
+	privileged.Name = "privileged"
+	privileged.Spec.SecurityContext = nil
+	privileged.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	_, err = cs.CoreV1().Pods(ns).Create(ctx, privileged, metav1.CreateOptions{})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden from PodSecurity, got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("restricted"))
+
 	t.Log("a one-member etcd on a PVC, in a restricted namespace")
 	_, err = cs.CoreV1().Pods(ns).Create(ctx, etcdPod(), metav1.CreateOptions{})
 	g.Expect(err).NotTo(HaveOccurred(), "the restricted level must admit the etcd Pod")
@@ -136,6 +146,18 @@ func TestLocalClusterSmoke(t *testing.T) {
 	exec = env.Kubectl(ctx, "exec", "-n", ns, "etcd-0", "--", "/usr/local/bin/etcdctl", "get", "smoke-key", "--print-value-only")
 	g.Expect(exec.Err).NotTo(HaveOccurred())
 	g.Expect(strings.TrimSpace(exec.Stdout)).To(Equal("smoke-value"))
+
+	t.Log("deleting the PVC deletes its provisioned volume")
+	claim, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	volume := claim.Spec.VolumeName
+	g.Expect(volume).NotTo(BeEmpty())
+	g.Expect(cs.CoreV1().Pods(ns).Delete(ctx, "etcd-0", metav1.DeleteOptions{})).To(Succeed())
+	g.Expect(cs.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data", metav1.DeleteOptions{})).To(Succeed())
+	g.Expect(framework.WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})).To(Succeed(), "PersistentVolume %s must go with its claim (reclaim policy Delete)", volume)
 
 	t.Log("deleting an owner garbage-collects its dependents")
 	owner, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})

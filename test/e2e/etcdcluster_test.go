@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -191,14 +192,15 @@ func expectServing(ctx context.Context, t *testing.T, c client.Client, ns, name 
 	return cl
 }
 
-// memberBeingAdded reports an EtcdMember that is pending or a learner.
+// memberBeingAdded reports an EtcdMember that etcd lists as a learner: added
+// to the membership, not yet promoted.
 func memberBeingAdded(ctx context.Context, c client.Client, ns, name string) (bool, error) {
 	var members v1alpha1.EtcdMemberList
 	if err := c.List(ctx, &members, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ClusterLabel: name}); err != nil {
 		return false, err
 	}
 	for _, m := range members.Items {
-		if m.Pending() || m.Status.Role == v1alpha1.MemberRoleLearner {
+		if m.Status.Role == v1alpha1.MemberRoleLearner && m.Status.MemberID != "" {
 			return true, nil
 		}
 	}
@@ -211,9 +213,22 @@ func nothingLeft(ctx context.Context, c client.Client, ns, name string) (bool, e
 	var pods corev1.PodList
 	var pvcs corev1.PersistentVolumeClaimList
 	var svcs corev1.ServiceList
-	for _, list := range []client.ObjectList{&members, &pods, &pvcs, &svcs} {
+	var configMaps corev1.ConfigMapList
+	var pdbs policyv1.PodDisruptionBudgetList
+	for _, list := range []client.ObjectList{&members, &pods, &pvcs, &svcs, &configMaps, &pdbs} {
 		if err := c.List(ctx, list, client.InNamespace(ns), sel); err != nil {
 			return false, err
+		}
+	}
+	// The volumes went with their claims (reclaim policy Delete).
+	var pvs corev1.PersistentVolumeList
+	if err := c.List(ctx, &pvs); err != nil {
+		return false, err
+	}
+	volumes := 0
+	for _, pv := range pvs.Items {
+		if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == ns {
+			volumes++
 		}
 	}
 	cl := &v1alpha1.EtcdCluster{}
@@ -221,5 +236,7 @@ func nothingLeft(ctx context.Context, c client.Client, ns, name string) (bool, e
 	if client.IgnoreNotFound(err) != nil {
 		return false, err
 	}
-	return err != nil && len(members.Items)+len(pods.Items)+len(pvcs.Items)+len(svcs.Items) == 0, nil
+	left := len(members.Items) + len(pods.Items) + len(pvcs.Items) + len(svcs.Items) +
+		len(configMaps.Items) + len(pdbs.Items) + volumes
+	return err != nil && left == 0, nil
 }
