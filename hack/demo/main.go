@@ -278,17 +278,17 @@ func (d *demo) summary(ctx context.Context, c client.Client, name string) error 
 	fmt.Printf(`
 Connect with etcdctl:
   export KUBECONFIG=%[1]s
-  kubectl exec -n %[2]s %[3]s -c etcd -- etcdctl --endpoints=http://%[4]s:2379 member list -w table
-`, d.kubeconfig, demoNamespace, pods.Items[0].Name, v1alpha1.ClientServiceName(name))
+  %[5]s exec -n %[2]s %[3]s -c etcd -- etcdctl --endpoints=http://%[4]s:2379 member list -w table
+`, d.kubeconfig, demoNamespace, pods.Items[0].Name, v1alpha1.ClientServiceName(name), d.kubectl())
 	if d.local {
 		fmt.Printf("  %s/etcdctl --endpoints=http://%s:2379 endpoint status -w table   # from this machine\n",
 			d.layout.BinDir(), svc.Spec.ClusterIP)
 	}
 	fmt.Printf(`
 Tear everything down:
-  kubectl delete etcdcluster -n %[1]s %[2]s && kubectl delete namespace %[1]s
+  %[3]s delete etcdcluster -n %[1]s %[2]s && %[3]s delete namespace %[1]s
   make undeploy
-`, demoNamespace, name)
+`, demoNamespace, name, d.kubectl())
 	if d.local {
 		fmt.Println("  make cluster-down")
 	}

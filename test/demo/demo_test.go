@@ -59,6 +59,17 @@ func TestMakeDemo(t *testing.T) {
 		}
 	}
 
+	t.Log("the printed connect command works as printed")
+	connect := printedConnectCommand(t, first)
+	cmd := exec.Command("sh", "-c", connect)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the printed connect command failed: %v\n%s\n%s", err, connect, out)
+	}
+	if started := strings.Count(string(out), "started"); started != 3 {
+		t.Errorf("the printed connect command lists %d started members, want 3:\n%s", started, out)
+	}
+
 	second := run("second")
 	for _, want := range []string{
 		"local cluster already running",
@@ -75,4 +86,20 @@ func TestMakeDemo(t *testing.T) {
 			t.Errorf("second run redid work: output contains %q", unwanted)
 		}
 	}
+}
+
+// printedConnectCommand is the export line and the kubectl exec line under
+// "Connect with etcdctl:", joined to run in one shell.
+func printedConnectCommand(t *testing.T, output string) string {
+	t.Helper()
+	_, after, found := strings.Cut(output, "Connect with etcdctl:\n")
+	if !found {
+		t.Fatalf("no connect section in the output")
+	}
+	lines := strings.SplitN(after, "\n", 3)
+	if len(lines) < 2 || !strings.HasPrefix(strings.TrimSpace(lines[0]), "export KUBECONFIG=") ||
+		!strings.Contains(lines[1], " exec ") {
+		t.Fatalf("unexpected connect section: %q", lines)
+	}
+	return strings.TrimSpace(lines[0]) + " && " + strings.TrimSpace(lines[1])
 }

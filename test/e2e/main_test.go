@@ -22,5 +22,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e setup failed: %v\n", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	env.Close()
+	os.Exit(code)
 }

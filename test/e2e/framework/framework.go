@@ -32,6 +32,17 @@ type Env struct {
 	Clientset   kubernetes.Interface
 	Versions    localcluster.Versions
 	Layout      localcluster.Layout
+	// kubectlCache is this run's own discovery cache: kubectl's shared one
+	// (~/.kube/cache) outlives clusters at the same address and would serve
+	// resource names and categories of CRDs as an earlier run installed them.
+	kubectlCache string
+}
+
+// Close removes what Setup made on the host.
+func (e *Env) Close() {
+	if e.kubectlCache != "" {
+		_ = os.RemoveAll(e.kubectlCache)
+	}
 }
 
 // Setup connects to the local cluster. A missing cluster is a failure, never
@@ -75,9 +86,13 @@ func Setup() (*Env, error) {
 	if _, err := os.Stat(kubectl); err != nil {
 		return nil, fmt.Errorf("kubectl of the local cluster is missing: %w", err)
 	}
+	cache, err := os.MkdirTemp("", "e2e-kubectl-cache-")
+	if err != nil {
+		return nil, err
+	}
 	return &Env{
 		RepoRoot: root, Kubeconfig: kubeconfig, KubectlPath: kubectl, Config: cfg,
-		Clientset: cs, Versions: versions, Layout: layout,
+		Clientset: cs, Versions: versions, Layout: layout, kubectlCache: cache,
 	}, nil
 }
 
@@ -89,6 +104,9 @@ type KubectlResult struct {
 
 // Kubectl runs kubectl against the cluster under test.
 func (e *Env) Kubectl(ctx context.Context, args ...string) KubectlResult {
+	if e.kubectlCache != "" {
+		args = append([]string{"--cache-dir=" + e.kubectlCache}, args...)
+	}
 	cmd := exec.CommandContext(ctx, e.KubectlPath, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
 	var stdout, stderr bytes.Buffer
