@@ -154,6 +154,16 @@ func (h *harness) formed(replicas int32, names ...string) {
 	h.g.Expect(h.c.Status().Update(context.Background(), cl)).To(Succeed())
 }
 
+// setReplicas edits spec.replicas as a user would, bumping the generation as
+// the API server does.
+func (h *harness) setReplicas(n int32) {
+	h.t.Helper()
+	cl := h.cluster()
+	cl.Spec.Replicas = ptrInt32(n)
+	cl.Generation++
+	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
+}
+
 func (h *harness) setMemberStatus(m *v1alpha1.EtcdMember, id string, role v1alpha1.MemberRole) {
 	h.t.Helper()
 	m = h.member(m.Name)

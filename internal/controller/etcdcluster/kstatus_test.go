@@ -1,7 +1,6 @@
 package etcdcluster
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -86,12 +85,9 @@ func TestDeadlineExceededThenASpecEditResumes(t *testing.T) {
 	h.g.Expect(h.kstatusOf()).To(Equal(kstatus.FailedStatus))
 	h.g.Expect(h.drainEvents()).To(ContainElement(ContainSubstring("Warning DeadlineExceeded")))
 
-	cl := h.cluster()
-	cl.Spec.Replicas = ptrInt32(1)
-	cl.Generation++
-	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
+	h.setReplicas(1)
 	h.reconcile()
-	cl = h.cluster()
+	cl := h.cluster()
 	h.g.Expect(cl.Status.Observed.Replicas).To(BeEquivalentTo(1), "after the deadline, a new spec is adopted")
 	h.g.Expect(cl.Status.ProgressDeadline.Time).To(BeTemporally(">", h.now), "with a fresh deadline")
 	h.g.Expect(h.condition(v1alpha1.StalledCondition).Status).To(BeEquivalentTo("False"))

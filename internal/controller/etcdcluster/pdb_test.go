@@ -40,10 +40,7 @@ func TestPDB_FollowsTheLargerOfVotersAndTarget(t *testing.T) {
 	h.g.Expect(minAvailable).To(Equal(2), "quorum of 3")
 
 	t.Log("scaling to 5: the budget is the quorum of the target at once, before any voter is added")
-	cl := h.cluster()
-	cl.Spec.Replicas = ptrInt32(5)
-	cl.Generation++
-	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
+	h.setReplicas(5)
 	h.reconcile()
 	minAvailable, _ = h.pdbMinAvailable()
 	h.g.Expect(minAvailable).To(Equal(3), "quorum of 5")
@@ -55,10 +52,7 @@ func TestPDB_DeletedWhilePaused(t *testing.T) {
 	h.reconcile()
 	_, exists := h.pdbMinAvailable()
 	h.g.Expect(exists).To(BeTrue())
-	cl := h.cluster()
-	cl.Spec.Replicas = ptrInt32(0)
-	cl.Generation++
-	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
+	h.setReplicas(0)
 	h.reconcile()
 	_, exists = h.pdbMinAvailable()
 	h.g.Expect(exists).To(BeFalse(), "no budget over a paused cluster")
