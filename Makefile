@@ -77,7 +77,7 @@ test-lifecycle: $(LOCALCLUSTER) ## Up, down, up, down: nothing of the cluster ma
 	$(GO) test -tags lifecycle -count=1 -timeout 20m -v -run TestUpDownUpDown ./test/localcluster/
 
 .PHONY: test-e2e
-test-e2e: $(LOCALCLUSTER) prometheus ## Bring the cluster up, install the chart into a namespace enforcing the restricted Pod Security level, run the e2e suite, bring the cluster down.
+test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds ## Bring the cluster up, install the chart into a namespace enforcing the restricted Pod Security level, run the e2e suite, bring the cluster down.
 	$(LOCALCLUSTER) up
 	status=0; \
 	{ $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) create namespace $(RELEASE_NAMESPACE) && \
@@ -167,6 +167,26 @@ helm-lint: ## Lint the chart and render it with its default values and with ever
 check-rules: prometheus ## Check the chart's Prometheus alerting rules, and run their unit tests, with promtool.
 	$(PROMTOOL) check rules $(PROMETHEUS_RULES)
 	$(PROMTOOL) test rules $(PROMETHEUS_RULES:.yaml=_test.yaml)
+
+# The Prometheus Operator's CRDs, generated from its API module at the pinned
+# version; test/e2e checks the chart's ServiceMonitor, PodMonitor and
+# PrometheusRule against them on the live API server.
+MONITORING_CRDS_DIR := .cache/monitoring-crds/$(PROMETHEUS_OPERATOR_APIS_VERSION)
+
+.PHONY: monitoring-crds
+monitoring-crds: ## Generate the Prometheus Operator's CRDs (PROMETHEUS_OPERATOR_APIS_VERSION) into .cache/monitoring-crds/.
+	@if [ -f $(MONITORING_CRDS_DIR)/.complete ]; then exit 0; fi; \
+	echo "controller-gen crd (monitoring.coreos.com $(PROMETHEUS_OPERATOR_APIS_VERSION)) -> $(MONITORING_CRDS_DIR)/"; \
+	src="$$(cd hack/tools/controller-gen && $(GO) mod download -json github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring@$(PROMETHEUS_OPERATOR_APIS_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+	test -n "$$src"; \
+	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	cp -r "$$src" "$$tmp/src"; chmod -R u+w "$$tmp/src"; \
+	$(GO) build -modfile=hack/tools/controller-gen/go.mod -o "$$tmp/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen; \
+	(cd "$$tmp/src" && GOWORK=off GOFLAGS=-mod=mod "$$tmp/controller-gen" crd paths=./v1 output:crd:artifacts:config="$$tmp/out"); \
+	rm -rf $(MONITORING_CRDS_DIR); mkdir -p $(MONITORING_CRDS_DIR); \
+	for kind in servicemonitors podmonitors prometheusrules; do cp "$$tmp/out/monitoring.coreos.com_$$kind.yaml" $(MONITORING_CRDS_DIR)/; done; \
+	touch $(MONITORING_CRDS_DIR)/.complete; \
+	ls $(MONITORING_CRDS_DIR)
 
 .PHONY: prometheus
 prometheus: $(LOCALCLUSTER) ## Build upstream prometheus and promtool (PROMETHEUS_VERSION, with Kubernetes discovery) once into the binary cache.

@@ -33,9 +33,11 @@ type goBuild struct {
 	binaries map[string]string
 	// ldflags are extra linker flags, such as version stamps.
 	ldflags string
-	// mainSource, if set, is a main.go placed in the tools module itself,
-	// for a binary assembled from a module's packages (package ".").
+	// mainSource, if set, is a main.go placed in the tools module itself, in
+	// mainDir ("" for the module root), for a binary assembled from a
+	// module's packages; its package is the module path joined with mainDir.
 	mainSource string
+	mainDir    string
 	// tags are build tags, for modules that leave optional parts out by tag.
 	tags []string
 }
@@ -67,7 +69,11 @@ func (l Layout) ensureBuilt(ctx context.Context, p *Progress, b goBuild) (string
 		return "", err
 	}
 	if b.mainSource != "" {
-		if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(b.mainSource), 0o644); err != nil {
+		dir := filepath.Join(src, b.mainDir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(b.mainSource), 0o644); err != nil {
 			return "", err
 		}
 	}
@@ -115,6 +121,10 @@ func (l Layout) ensureBuilt(ctx context.Context, p *Progress, b goBuild) (string
 	return dir, nil
 }
 
+func (b goBuild) modulePath() string {
+	return "localcluster.tools/" + strings.ReplaceAll(b.name, ".", "-")
+}
+
 // oneInvocation reports whether every binary is named after its package, so
 // a single go build -o dir/ writes them all under the right names.
 func (b goBuild) oneInvocation() bool {
@@ -131,7 +141,7 @@ func (b goBuild) oneInvocation() bool {
 
 func (l Layout) toolsGoMod(ctx context.Context, src string, b goBuild) ([]byte, error) {
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "module localcluster.tools/%s\n\ngo 1.26\n\n", strings.ReplaceAll(b.name, ".", "-"))
+	fmt.Fprintf(&buf, "module %s\n\ngo 1.26\n\n", b.modulePath())
 	for _, r := range b.require {
 		mod, ver, _ := strings.Cut(r, "@")
 		fmt.Fprintf(&buf, "require %s %s\n", mod, ver)
@@ -217,19 +227,33 @@ type Binaries struct {
 // KubernetesBinary is the path of one Kubernetes component.
 func (b Binaries) KubernetesBinary(name string) string { return filepath.Join(b.Kubernetes, name) }
 
-func kubernetesBuild(v Versions) goBuild {
+// clusterBuild is the Kubernetes components and CoreDNS in one module and one
+// go build. CoreDNS uses client-go and much else that Kubernetes uses; in one
+// module it gets the same versions (Kubernetes' staging modules among them),
+// so each shared package compiles once instead of once per module. etcd stays
+// apart, as its server needs other versions of some of those modules, and so
+// does the storage provisioner, which imports logrus under its old
+// capitalised path: one build cannot hold both spellings.
+func clusterBuild(v Versions) goBuild {
 	bins := map[string]string{}
 	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"} {
 		bins[c] = "k8s.io/kubernetes/cmd/" + c
 	}
-	return goBuild{
-		name:           "kubernetes-" + v.Kubernetes + "-1",
-		require:        []string{"k8s.io/kubernetes@" + v.Kubernetes},
+	b := goBuild{
+		name: "kubernetes-" + v.Kubernetes + "-coredns-" + v.CoreDNS,
+		require: []string{
+			"k8s.io/kubernetes@" + v.Kubernetes,
+			"github.com/coredns/coredns@" + v.CoreDNS,
+		},
 		replaceFrom:    "k8s.io/kubernetes@" + v.Kubernetes,
 		stagingVersion: v.KubernetesStaging,
 		binaries:       bins,
 		ldflags:        kubernetesVersionLDFlags(v.Kubernetes),
+		mainSource:     coreDNSMain,
+		mainDir:        "coredns",
 	}
+	b.binaries["coredns"] = b.modulePath() + "/coredns"
+	return b
 }
 
 // kubernetesVersionLDFlags stamps the version the release build would, so the
@@ -285,15 +309,6 @@ import (
 func main() { coremain.Run() }
 `
 
-func coreDNSBuild(v Versions) goBuild {
-	return goBuild{
-		name:       "coredns-" + v.CoreDNS + "-minimal",
-		require:    []string{"github.com/coredns/coredns@" + v.CoreDNS},
-		binaries:   map[string]string{"coredns": "."},
-		mainSource: coreDNSMain,
-	}
-}
-
 func localPathBuild(v Versions) goBuild {
 	return goBuild{
 		name:     "local-path-provisioner-" + v.LocalPathProvisioner,
@@ -309,17 +324,15 @@ func localPathBuild(v Versions) goBuild {
 func (l Layout) EnsureBinaries(ctx context.Context, p *Progress, v Versions) (Binaries, error) {
 	var b Binaries
 	var err error
-	if b.Kubernetes, err = l.ensureBuilt(ctx, p, kubernetesBuild(v)); err != nil {
+	if b.Kubernetes, err = l.ensureBuilt(ctx, p, clusterBuild(v)); err != nil {
 		return b, err
 	}
+	b.CoreDNS = b.Kubernetes
 	b.Etcd = map[string]string{}
 	for _, ev := range v.Etcd {
 		if b.Etcd[ev], err = l.ensureBuilt(ctx, p, etcdBuild(ev)); err != nil {
 			return b, err
 		}
-	}
-	if b.CoreDNS, err = l.ensureBuilt(ctx, p, coreDNSBuild(v)); err != nil {
-		return b, err
 	}
 	if b.LocalPath, err = l.ensureBuilt(ctx, p, localPathBuild(v)); err != nil {
 		return b, err
@@ -351,7 +364,7 @@ func (l Layout) EnvtestAssets(ctx context.Context, p *Progress) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	k8s, err := l.ensureBuilt(ctx, p, kubernetesBuild(v))
+	k8s, err := l.ensureBuilt(ctx, p, clusterBuild(v))
 	if err != nil {
 		return "", err
 	}

@@ -25,6 +25,10 @@ type Versions struct {
 	// Prometheus is the github.com/prometheus/prometheus module version
 	// (v0.3MM.P is Prometheus 3.MM.P) the e2e metrics test runs.
 	Prometheus string
+	// PrometheusOperatorAPIs is the version of the Prometheus Operator's API
+	// module whose CRDs the e2e suite checks the chart's monitoring objects
+	// against.
+	PrometheusOperatorAPIs string
 }
 
 // LoadVersions reads versions.env from the repository root.
@@ -34,24 +38,26 @@ func LoadVersions(repoRoot string) (Versions, error) {
 		return Versions{}, err
 	}
 	v := Versions{
-		Kubernetes:           values["KUBERNETES_VERSION"],
-		KubernetesStaging:    values["KUBERNETES_STAGING_VERSION"],
-		Etcd:                 strings.Fields(values["ETCD_VERSIONS"]),
-		EtcdDefault:          values["ETCD_DEFAULT_VERSION"],
-		EtcdImageRepository:  values["ETCD_IMAGE_REPOSITORY"],
-		CoreDNS:              values["COREDNS_VERSION"],
-		LocalPathProvisioner: values["LOCAL_PATH_PROVISIONER_VERSION"],
-		Prometheus:           values["PROMETHEUS_VERSION"],
+		Kubernetes:             values["KUBERNETES_VERSION"],
+		KubernetesStaging:      values["KUBERNETES_STAGING_VERSION"],
+		Etcd:                   strings.Fields(values["ETCD_VERSIONS"]),
+		EtcdDefault:            values["ETCD_DEFAULT_VERSION"],
+		EtcdImageRepository:    values["ETCD_IMAGE_REPOSITORY"],
+		CoreDNS:                values["COREDNS_VERSION"],
+		LocalPathProvisioner:   values["LOCAL_PATH_PROVISIONER_VERSION"],
+		Prometheus:             values["PROMETHEUS_VERSION"],
+		PrometheusOperatorAPIs: values["PROMETHEUS_OPERATOR_APIS_VERSION"],
 	}
 	var missing []string
 	for key, val := range map[string]string{
-		"KUBERNETES_VERSION":             v.Kubernetes,
-		"KUBERNETES_STAGING_VERSION":     v.KubernetesStaging,
-		"ETCD_DEFAULT_VERSION":           v.EtcdDefault,
-		"ETCD_IMAGE_REPOSITORY":          v.EtcdImageRepository,
-		"COREDNS_VERSION":                v.CoreDNS,
-		"LOCAL_PATH_PROVISIONER_VERSION": v.LocalPathProvisioner,
-		"PROMETHEUS_VERSION":             v.Prometheus,
+		"KUBERNETES_VERSION":               v.Kubernetes,
+		"KUBERNETES_STAGING_VERSION":       v.KubernetesStaging,
+		"ETCD_DEFAULT_VERSION":             v.EtcdDefault,
+		"ETCD_IMAGE_REPOSITORY":            v.EtcdImageRepository,
+		"COREDNS_VERSION":                  v.CoreDNS,
+		"LOCAL_PATH_PROVISIONER_VERSION":   v.LocalPathProvisioner,
+		"PROMETHEUS_VERSION":               v.Prometheus,
+		"PROMETHEUS_OPERATOR_APIS_VERSION": v.PrometheusOperatorAPIs,
 	} {
 		if val == "" {
 			missing = append(missing, key)
