@@ -318,24 +318,36 @@ func localPathBuild(v Versions) goBuild {
 }
 
 // EnsureBinaries builds, or finds in the cache, every binary the cluster needs.
-// The builds run one after another: each already uses both cores, and a
-// package compiled for one (same module version, same flags) is reused from
-// the build cache by the next.
+// The storage provisioner builds beside the Kubernetes build: its modules
+// download and compile while Kubernetes waits on downloads and links its
+// binaries, which leaves a core idle. The rest run one after another, as each
+// already uses both cores.
 func (l Layout) EnsureBinaries(ctx context.Context, p *Progress, v Versions) (Binaries, error) {
 	var b Binaries
+	type result struct {
+		dir string
+		err error
+	}
+	localPath := make(chan result, 1)
+	go func() {
+		dir, err := l.ensureBuilt(ctx, p, localPathBuild(v))
+		localPath <- result{dir, err}
+	}()
 	var err error
-	if b.Kubernetes, err = l.ensureBuilt(ctx, p, clusterBuild(v)); err != nil {
+	b.Kubernetes, err = l.ensureBuilt(ctx, p, clusterBuild(v))
+	lp := <-localPath
+	if err != nil {
 		return b, err
 	}
-	b.CoreDNS = b.Kubernetes
+	if lp.err != nil {
+		return b, lp.err
+	}
+	b.CoreDNS, b.LocalPath = b.Kubernetes, lp.dir
 	b.Etcd = map[string]string{}
 	for _, ev := range v.Etcd {
 		if b.Etcd[ev], err = l.ensureBuilt(ctx, p, etcdBuild(ev)); err != nil {
 			return b, err
 		}
-	}
-	if b.LocalPath, err = l.ensureBuilt(ctx, p, localPathBuild(v)); err != nil {
-		return b, err
 	}
 	if b.Pause, err = l.ensurePause(ctx); err != nil {
 		return b, err
