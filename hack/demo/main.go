@@ -172,9 +172,8 @@ func (d *demo) operator(ctx context.Context) error {
 	d.p.Printf("installing the operator chart into %s (helm waits for the operator to be ready)", operatorNamespace)
 	if err := d.stream(ctx, env, "make", "--no-print-directory", "deploy"); err != nil {
 		// helm only says it timed out; the operator's own Pods say why.
-		logEnv := []string{"KUBECONFIG=" + d.kubeconfig}
-		_ = d.stream(ctx, logEnv, d.kubectl(), "get", "pods", "-n", operatorNamespace, "-o", "wide")
-		_ = d.stream(ctx, logEnv, d.kubectl(), "logs", "-n", operatorNamespace, "-l", "app.kubernetes.io/name=etcd-operator", "--tail=40", "--all-containers")
+		_ = d.stream(ctx, env, d.kubectl(), "get", "pods", "-n", operatorNamespace, "-o", "wide")
+		_ = d.stream(ctx, env, d.kubectl(), "logs", "-n", operatorNamespace, "-l", "app.kubernetes.io/name=etcd-operator", "--tail=40", "--all-containers")
 		return fmt.Errorf("failed to install the operator chart: %w", err)
 	}
 	return nil

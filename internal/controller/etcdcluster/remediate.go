@@ -54,9 +54,12 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 				status = &h.status
 			}
 			own := s.etcd.ownLists[em.ID]
+			// Status alone is read every pass; the member's own list only
+			// when a view check is due.
+			fullCheck := status != nil && own != nil
 			facts.Divergence = remediation.Divergence(q, status, own)
-			facts.DivergenceConfirmed = r.divergenceConfirmed(m, facts.Divergence, status != nil && own != nil, s.now)
-			if !facts.Divergence.Diverged() && status != nil && own != nil && m.Status.Fenced != "" && m.DeletionTimestamp.IsZero() {
+			facts.DivergenceConfirmed = r.divergenceConfirmed(m, facts.Divergence, fullCheck, s.now)
+			if !facts.Divergence.Diverged() && fullCheck && m.Status.Fenced != "" && m.DeletionTimestamp.IsZero() {
 				// A full check agrees again: it was a lag after all.
 				s.unfence = append(s.unfence, m)
 			}
@@ -85,7 +88,7 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope) (ctrl.Result, bool
 		log.Info("Fencing member whose view disagrees with the quorum's", "detail", b.verdict.Detail)
 		r.event(s.cluster, corev1.EventTypeWarning, string(b.verdict.Reason), "FenceMember",
 			"Fencing member %s: %s", b.member.Name, b.verdict.Detail)
-		if err := r.fence(ctx, b.member, b.verdict.Detail); err != nil {
+		if err := r.setFenced(ctx, b.member, b.verdict.Detail); err != nil {
 			return ctrl.Result{}, true, err
 		}
 	}
@@ -126,7 +129,7 @@ func (r *Reconciler) unfence(ctx context.Context, s *scope) (bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Unfencing member whose view agrees with the quorum's again", "member", m.Name, "was", m.Status.Fenced)
 	r.event(s.cluster, corev1.EventTypeNormal, "Unfenced", "UnfenceMember",
 		"Member %s agrees with the quorum again (was: %s)", m.Name, m.Status.Fenced)
-	return true, r.fence(ctx, m, "")
+	return true, r.setFenced(ctx, m, "")
 }
 
 // divergenceConfirmed says whether a disagreement may cost the member its
@@ -150,11 +153,13 @@ func (r *Reconciler) divergenceConfirmed(m *v1alpha1.EtcdMember, d remediation.D
 	return now.Sub(first.(time.Time)) >= remediation.DivergenceConfirmAfter
 }
 
-func (r *Reconciler) fence(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
+// setFenced records why a member is out of client traffic; "" lets it back
+// in. The member controller turns it into the Pod's role label.
+func (r *Reconciler) setFenced(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
 	patch := client.MergeFrom(m.DeepCopy())
 	m.Status.Fenced = why
 	if err := r.Status().Patch(ctx, m, patch); err != nil {
-		return fmt.Errorf("failed to fence EtcdMember %s: %w", m.Name, err)
+		return fmt.Errorf("failed to set status.fenced of EtcdMember %s: %w", m.Name, err)
 	}
 	return nil
 }
