@@ -19,6 +19,14 @@ const (
 // DefaultStorageSize is the data volume size when storage.size is not set.
 var DefaultStorageSize = resource.MustParse("1Gi")
 
+// MinimumStorageSize is the smallest volume or tmpfs a member can run on.
+// etcd preallocates its 64 MB WAL segments whole, and keeps the next one
+// allocated ahead of need, so 128 MB of any data dir is WAL before the first
+// key is written; below this size the database is left a few megabytes and
+// etcd fails with "no space left on device". The CEL rule on Size repeats
+// the literal, and a test keeps the two equal.
+var MinimumStorageSize = resource.MustParse("256Mi")
+
 // StorageSpec describes each member's data volume. It cannot change after
 // creation except to grow: a member's volume is created once and etcd's data
 // dir cannot move between media.
@@ -29,8 +37,9 @@ var DefaultStorageSize = resource.MustParse("1Gi")
 // +kubebuilder:validation:XValidation:rule="!has(self.medium) || self.medium != 'Memory' || has(self.size)",message="storage.size is required when storage.medium is Memory"
 type StorageSpec struct {
 	// Size of each member's volume, or the tmpfs size limit for Memory.
-	// Defaults to 1Gi for volumes; required for Memory.
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be greater than zero"
+	// Defaults to 1Gi for volumes; required for Memory. At least 256Mi:
+	// etcd's write-ahead log alone takes 128 MB of it.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('256Mi')) >= 0",message="storage.size must be at least 256Mi: etcd preallocates two 64 MB write-ahead log files in the data dir and needs room for its database beside them"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 

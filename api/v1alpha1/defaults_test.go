@@ -26,6 +26,16 @@ func TestDefaultVersionMatchesVersionsFile(t *testing.T) {
 	g.Expect(string(src)).To(ContainSubstring(`+kubebuilder:default="` + v1alpha1.DefaultEtcdVersion + `"`))
 }
 
+// The minimum storage size is a Go value for the operator's arithmetic and a
+// literal in the CEL rule; they must not drift apart.
+func TestMinimumStorageSizeMatchesCELRule(t *testing.T) {
+	g := NewWithT(t)
+	src, err := os.ReadFile("common_types.go")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(src)).To(ContainSubstring(`compareTo(quantity('` + v1alpha1.MinimumStorageSize.String() + `')) >= 0`))
+	g.Expect(string(src)).To(ContainSubstring(`message="storage.size must be at least ` + v1alpha1.MinimumStorageSize.String() + `:`))
+}
+
 func TestInitialClusterState(t *testing.T) {
 	cases := []struct {
 		name          string

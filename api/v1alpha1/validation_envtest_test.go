@@ -75,10 +75,15 @@ func TestCreateValidation(t *testing.T) {
 		{"memory without size", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory },
 			"storage.size is required when storage.medium is Memory"},
 		{"zero size", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("0") },
-			"storage.size must be greater than zero"},
+			"storage.size must be at least 256Mi: etcd preallocates two 64 MB write-ahead log files"},
+		{"size below the WAL's needs", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("255Mi") },
+			"storage.size must be at least 256Mi: etcd preallocates two 64 MB write-ahead log files"},
+		{"memory size below the WAL's needs", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: qty("64Mi")}
+		}, "storage.size must be at least 256Mi: etcd preallocates two 64 MB write-ahead log files"},
 		{"memory cluster created paused", func(c *v1alpha1.EtcdCluster) {
 			c.Spec.Replicas = ptr.To[int32](0)
-			c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: qty("64Mi")}
+			c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: qty("256Mi")}
 		}, "a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"},
 		{"unknown scheduling default", func(c *v1alpha1.EtcdCluster) { c.Spec.DefaultScheduling = "Sometimes" },
 			"Unsupported value: \"Sometimes\""},
@@ -118,12 +123,12 @@ func TestUpdateValidation(t *testing.T) {
 			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory },
 			"storage.medium cannot be changed after creation"},
 		{"memory to volume", func(c *v1alpha1.EtcdCluster) {
-			c.Spec.Storage.Size = qty("64Mi")
+			c.Spec.Storage.Size = qty("256Mi")
 			c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory
 		}, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = "" },
 			"storage.medium cannot be changed after creation"},
 		{"pause a memory cluster", func(c *v1alpha1.EtcdCluster) {
-			c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: qty("64Mi")}
+			c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: qty("256Mi")}
 		}, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) },
 			"a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"},
 		{"set storage class", nil,

@@ -52,7 +52,7 @@ func selfHeal(ctx context.Context, env *framework.Env, c client.Client, ns strin
 			Spec:       v1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)},
 		}
 		if sc.memory {
-			cl.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("64Mi"))}
+			cl.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("256Mi"))}
 		}
 		if err := c.Create(ctx, cl); err != nil {
 			return err

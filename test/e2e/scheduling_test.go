@@ -54,7 +54,7 @@ func TestSchedulingDefaults(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: v1alpha1.EtcdClusterSpec{
 				Replicas:       ptr.To[int32](1),
-				MemberTemplate: v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("64Mi"))}},
+				MemberTemplate: v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("256Mi"))}},
 			},
 		}
 		customise(cl)

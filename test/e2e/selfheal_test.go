@@ -48,7 +48,7 @@ func newHealCluster(ctx context.Context, t *testing.T, prefix string, mutate fun
 		ObjectMeta: metav1.ObjectMeta{Name: h.name, Namespace: h.ns},
 		Spec: v1alpha1.EtcdClusterSpec{
 			Replicas:       ptr.To[int32](3),
-			MemberTemplate: v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("128Mi"))}},
+			MemberTemplate: v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("256Mi"))}},
 		},
 	}
 	if mutate != nil {
@@ -291,7 +291,7 @@ func TestSelfHealMemoryMembers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	h := newHealCluster(ctx, t, "heal-mem", func(c *v1alpha1.EtcdCluster) {
-		c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("64Mi"))}
+		c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("256Mi"))}
 	})
 	victim := h.pick(ctx, false)
 	h.recover(ctx, victim, "PodLost", func() error {

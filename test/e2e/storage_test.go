@@ -36,7 +36,7 @@ func TestPauseResume(t *testing.T) {
 	g.Expect(c.Create(ctx, &v1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: v1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
-			MemberTemplate: v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("128Mi"))}}},
+			MemberTemplate: v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("256Mi"))}}},
 	})).To(Succeed())
 	before, err := framework.WaitForClusterReady(ctx, c, ns, name, 5*time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -102,7 +102,7 @@ func TestMemoryCluster(t *testing.T) {
 	g.Expect(c.Create(ctx, &v1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: v1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), MemberTemplate: v1alpha1.MemberTemplate{
-			Storage: v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("64Mi"))},
+			Storage: v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("256Mi"))},
 		}},
 	})).To(Succeed())
 	_, err = framework.WaitForClusterReady(ctx, c, ns, name, 5*time.Minute)
@@ -128,6 +128,11 @@ func TestMemoryCluster(t *testing.T) {
 		code, err := env.RunEphemeral(ctx, ns, member, `grep -q " /var/lib/etcd tmpfs " /proc/mounts`)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(code).To(BeZero(), "%s: the data dir must be on tmpfs", member)
+		// etcd logs this, and keeps serving until its next WAL cut, when the
+		// tmpfs cannot hold the next preallocated WAL file.
+		logs, err := env.Clientset.CoreV1().Pods(ns).GetLogs(member, &corev1.PodLogOptions{Container: "etcd"}).DoRaw(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(logs)).NotTo(ContainSubstring("failed to preallocate space"), "%s: the tmpfs must hold etcd's WAL files", member)
 	}
 }
 

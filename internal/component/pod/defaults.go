@@ -17,9 +17,14 @@ const (
 	// default memory limit: tmpfs pages are charged to the container, and
 	// etcd itself needs room beyond its data.
 	MemoryHeadroom = "256Mi"
-	// QuotaFraction is the share of the data volume given to etcd's backend
-	// quota when none is set: a third for the database, a third for the copy
-	// a defragmentation writes, a third for WAL segments and snapshots.
+	// WALReserveBytes is what etcd's write-ahead log takes of the data dir
+	// before anything is written: the live 64 MB segment and the next one,
+	// which etcd preallocates ahead of need.
+	WALReserveBytes = 2 * 64 * 1000 * 1000
+	// QuotaFraction is the share of the data volume, after the WAL's reserve,
+	// given to etcd's backend quota when none is set: a third for the
+	// database, a third for the copy a defragmentation writes, and a third for
+	// a database snapshot received from the leader and for snapshot files.
 	QuotaFraction = 3
 	// DefaultAutoCompactionMode and DefaultAutoCompactionRetention keep one
 	// hour of history unless the user says otherwise; without compaction the
@@ -90,7 +95,13 @@ func optionFlags(m *v1alpha1.EtcdMember) []string {
 }
 
 func defaultQuota(size resource.Quantity) int64 {
-	return size.Value() / QuotaFraction
+	usable := size.Value() - WALReserveBytes
+	if usable <= 0 {
+		// Only a member created before storage.size had its minimum can get
+		// here; a share of the whole is the best it can be given.
+		usable = size.Value()
+	}
+	return usable / QuotaFraction
 }
 
 // defaultAffinity prefers one member per node, unless the user set affinity

@@ -149,9 +149,9 @@ func TestBuild_Args(t *testing.T) {
 		"--listen-metrics-urls=http://0.0.0.0:2381",
 		"--initial-cluster-token=" + testToken,
 	}
-	// 1Gi by default, a third of it for the backend quota.
+	// 1Gi by default; a third of what the WAL's 128 MB leaves is the quota.
 	defaults := []string{
-		"--quota-backend-bytes=357913941",
+		"--quota-backend-bytes=315247274",
 		"--auto-compaction-mode=periodic",
 		"--auto-compaction-retention=1h",
 	}
@@ -183,7 +183,7 @@ func TestBuild_Args(t *testing.T) {
 		{
 			name:    "some options",
 			options: &v1alpha1.EtcdOptions{AutoCompactionMode: "revision", AutoCompactionRetention: "1000"},
-			extra:   []string{"--quota-backend-bytes=357913941", "--auto-compaction-mode=revision", "--auto-compaction-retention=1000"},
+			extra:   []string{"--quota-backend-bytes=315247274", "--auto-compaction-mode=revision", "--auto-compaction-retention=1000"},
 		},
 		{
 			name:    "zero quota is passed through, etcd reads it as its default",
