@@ -142,20 +142,6 @@ func (e *Env) CreateNamespace(t testing.TB, prefix string) string {
 	return created.Name
 }
 
-// DumpNamespace logs Pods, their states and Events, for failed tests.
-func (e *Env) DumpNamespace(t testing.TB, ns string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, args := range [][]string{
-		{"get", "all,pvc,events", "-n", ns, "-o", "wide"},
-		{"describe", "pods", "-n", ns},
-	} {
-		r := e.Kubectl(ctx, args...)
-		t.Logf("kubectl %s:\n%s%s", strings.Join(args, " "), r.Stdout, r.Stderr)
-	}
-}
-
 // WaitFor polls cond every interval until it returns true or timeout passes.
 func WaitFor(ctx context.Context, timeout, interval time.Duration, cond func(context.Context) (bool, error)) error {
 	var last error

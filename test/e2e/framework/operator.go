@@ -134,13 +134,31 @@ func (e *Env) MemberPods(ctx context.Context, ns, cluster string) (map[string]*c
 }
 
 // MemberEndpoints are the members' own client URLs by Pod address, sorted.
+// Only Pods of EtcdMembers that exist and are not being deleted count: a
+// replaced member's Pod is removed by the garbage collector after the member
+// is gone, and until then it is a leftover, not a member to read from.
 func (e *Env) MemberEndpoints(ctx context.Context, ns, cluster string) ([]string, error) {
 	pods, err := e.MemberPods(ctx, ns, cluster)
 	if err != nil {
 		return nil, err
 	}
+	c, err := e.Client()
+	if err != nil {
+		return nil, err
+	}
+	var members v1alpha1.EtcdMemberList
+	if err := c.List(ctx, &members, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ClusterLabel: cluster}); err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, m := range members.Items {
+		live[m.Name] = m.DeletionTimestamp.IsZero()
+	}
 	var eps []string
-	for _, p := range pods {
+	for name, p := range pods {
+		if !live[name] || p.DeletionTimestamp != nil {
+			continue
+		}
 		if p.Status.PodIP == "" {
 			return nil, fmt.Errorf("pod %s has no address", p.Name)
 		}
