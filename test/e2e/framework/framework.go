@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/quorumctl/etcd-operator/test/localcluster"
 )
@@ -48,6 +50,9 @@ func (e *Env) Close() {
 // Setup connects to the local cluster. A missing cluster is a failure, never
 // a skip: in CI the e2e tests must run.
 func Setup() (*Env, error) {
+	// The suite and the benches report through their own output; without a
+	// logger controller-runtime prints a warning with a stack trace instead.
+	ctrllog.SetLogger(logr.Discard())
 	wd, err := os.Getwd()
 	if err != nil {
 		return nil, err
