@@ -57,8 +57,9 @@ func (e *Env) CheckOperatorRunning(ctx context.Context) error {
 }
 
 // WaitForClusterReady waits until the cluster's status describes its current
-// generation and its current members, and Ready is True. Checking the generation matters: right after
-// a spec edit, Ready can still be True for the previous spec.
+// generation and its current members, and Ready is True. Checking the
+// generation matters: right after a spec edit, Ready can still be True for
+// the previous spec.
 func WaitForClusterReady(ctx context.Context, c client.Client, ns, name string, timeout time.Duration) (*v1alpha1.EtcdCluster, error) {
 	var cluster *v1alpha1.EtcdCluster
 	err := WaitFor(ctx, timeout, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
@@ -90,15 +91,9 @@ func statusListsLiveMembers(ctx context.Context, c client.Client, cl *v1alpha1.E
 	if cl.Spec.Replicas != nil && *cl.Spec.Replicas == 0 {
 		return true, nil
 	}
-	var list v1alpha1.EtcdMemberList
-	if err := c.List(ctx, &list, client.InNamespace(cl.Namespace), client.MatchingLabels{v1alpha1.ClusterLabel: cl.Name}); err != nil {
+	live, err := liveMembers(ctx, c, cl.Namespace, cl.Name)
+	if err != nil {
 		return false, err
-	}
-	live := map[string]bool{}
-	for _, m := range list.Items {
-		if m.DeletionTimestamp.IsZero() {
-			live[m.Name] = true
-		}
 	}
 	if len(live) != len(cl.Status.Members) {
 		return false, nil
@@ -109,6 +104,22 @@ func statusListsLiveMembers(ctx context.Context, c client.Client, cl *v1alpha1.E
 		}
 	}
 	return true, nil
+}
+
+// liveMembers names the cluster's EtcdMembers that exist and are not being
+// deleted.
+func liveMembers(ctx context.Context, c client.Client, ns, cluster string) (map[string]bool, error) {
+	var list v1alpha1.EtcdMemberList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ClusterLabel: cluster}); err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, m := range list.Items {
+		if m.DeletionTimestamp.IsZero() {
+			live[m.Name] = true
+		}
+	}
+	return live, nil
 }
 
 func describeConditions(conds []metav1.Condition) string {
@@ -146,13 +157,9 @@ func (e *Env) MemberEndpoints(ctx context.Context, ns, cluster string) ([]string
 	if err != nil {
 		return nil, err
 	}
-	var members v1alpha1.EtcdMemberList
-	if err := c.List(ctx, &members, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ClusterLabel: cluster}); err != nil {
+	live, err := liveMembers(ctx, c, ns, cluster)
+	if err != nil {
 		return nil, err
-	}
-	live := map[string]bool{}
-	for _, m := range members.Items {
-		live[m.Name] = m.DeletionTimestamp.IsZero()
 	}
 	var eps []string
 	for name, p := range pods {
