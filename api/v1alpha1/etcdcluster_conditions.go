@@ -22,9 +22,11 @@ const (
 	// ReconcilingCondition and StalledCondition follow the kstatus
 	// convention (sigs.k8s.io/cli-utils), which Flux, Argo CD's health
 	// checks and Helm 4's --wait read instead of Ready: Reconciling is True
-	// exactly while Ready is False for a reason the operator is still working
-	// on, Stalled is True when it has given up (BootstrapFailed,
-	// DeadlineExceeded). Both carry the same reason as Ready.
+	// while Ready is False and the target's progress deadline has not
+	// passed; Stalled is True once it has (DeadlineExceeded) or when the
+	// spec cannot be acted on as it stands (ObjectNotOwned). A stall is a
+	// report: the operator keeps working, and Stalled clears by itself when
+	// the target is reached.
 	ReconcilingCondition = "Reconciling"
 	StalledCondition     = "Stalled"
 )
@@ -33,11 +35,12 @@ const (
 const (
 	// BootstrappingReason: the seed member is forming the cluster.
 	BootstrappingReason = "Bootstrapping"
-	// BootstrapFailedReason: the cluster did not form before the progress
-	// deadline. Terminal: delete and re-create the EtcdCluster.
-	BootstrapFailedReason = "BootstrapFailed"
-	// DeadlineExceededReason: a formed cluster did not reach its target before
-	// the progress deadline. Editing the spec resumes the work.
+	// DeadlineExceededReason (Stalled=True, Progressing=False): the target
+	// (forming the cluster, a scale, a spec change) was not reached before
+	// the progress deadline. The message says what it is stuck on. The
+	// operator keeps working towards the target and self-heal keeps
+	// running; the condition clears when the target is reached or the spec
+	// changes.
 	DeadlineExceededReason = "DeadlineExceeded"
 	// EtcdUnreachableReason: no member answered; the operator asks again
 	// every 5 s and changes nothing until one does.
@@ -53,6 +56,16 @@ const (
 	// WaitingForQuorumReason: a membership change waits until removing a
 	// member would leave the remaining voters with quorum.
 	WaitingForQuorumReason = "WaitingForQuorum"
+	// ObjectNotOwnedReason (Ready=False, Stalled=True): an object the
+	// cluster needs (a Service, the PodDisruptionBudget) exists under the
+	// same name but belongs to someone else. The operator leaves it alone
+	// and goes on with everything else, self-heal included; delete or
+	// rename the object to clear it.
+	ObjectNotOwnedReason = "ObjectNotOwned"
+	// ReconcileErrorReason (Ready=False): a step of the pass failed, for
+	// instance an API request was refused; the message has the error and
+	// the pass is retried. The other steps, self-heal included, still ran.
+	ReconcileErrorReason = "ReconcileError"
 )
 
 // Reasons of the Available condition.

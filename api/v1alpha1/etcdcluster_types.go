@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -23,18 +25,52 @@ type EtcdClusterSpec struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// ProgressDeadlineSeconds is how long the operator works towards a target
-	// (bootstrap or a scale) before it reports the target as failed.
+	// (bootstrap, a scale or a spec change) before it reports the target as
+	// stalled. Like a Deployment's, it is a report, not a stop: the operator
+	// keeps working towards the target, and self-heal keeps running.
 	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 
+	// SelfHeal tunes when broken members are replaced.
+	// +kubebuilder:default={}
+	// +optional
+	SelfHeal SelfHealSpec `json:"selfHeal,omitempty"`
+
 	MemberTemplate `json:",inline"`
 }
 
-// ObservedClusterSpec is the target the operator is working towards, latched
-// from the spec. A new spec is adopted only when this target is reached, or
-// once its deadline has passed, so a scale is never reversed half-way.
+// DefaultNodeLostAfterSeconds is SelfHealSpec.NodeLostAfterSeconds when unset.
+const DefaultNodeLostAfterSeconds = 60
+
+// SelfHealSpec tunes self-heal. Self-heal itself cannot be switched off: a
+// member judged beyond restarting is always replaced once the quorum allows.
+type SelfHealSpec struct {
+	// NodeLostAfterSeconds is how long a member's node may be NotReady or
+	// unreachable (or cordoned while the member's Pod cannot run) before the
+	// member is replaced by a new one on another node. It counts from the
+	// node condition's last change. Too short, and a node that reboots
+	// quickly costs its member a full resync; too long, and the cluster runs
+	// a member short.
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	NodeLostAfterSeconds *int32 `json:"nodeLostAfterSeconds,omitempty"`
+}
+
+// NodeLostAfter is NodeLostAfterSeconds with its default applied.
+func (s SelfHealSpec) NodeLostAfter() time.Duration {
+	if s.NodeLostAfterSeconds == nil {
+		return DefaultNodeLostAfterSeconds * time.Second
+	}
+	return time.Duration(*s.NodeLostAfterSeconds) * time.Second
+}
+
+// ObservedClusterSpec is the target the operator is working towards: the
+// spec as last adopted. Each pass adopts the spec as it stands, so an edit
+// takes effect even while members are broken; what is half-done when it
+// changes (a member being added) is finished or undone first.
 type ObservedClusterSpec struct {
 	Replicas int32 `json:"replicas"`
 
@@ -71,12 +107,14 @@ type MemberSummary struct {
 
 // EtcdClusterStatus is the observed state of an etcd cluster.
 type EtcdClusterStatus struct {
-	// ObservedGeneration is the spec generation the status describes.
+	// ObservedGeneration is the generation whose spec the operator has
+	// adopted as its target (status.observed).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Available, Ready and Progressing. See the condition
-	// constants in this package for their reasons.
+	// Conditions: Available, Ready, Progressing, MembersHealthy,
+	// VersionsAligned, and the kstatus pair Reconciling and Stalled. See the
+	// condition constants in this package for their reasons.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -86,7 +124,8 @@ type EtcdClusterStatus struct {
 	// +optional
 	Observed *ObservedClusterSpec `json:"observed,omitempty"`
 
-	// ProgressDeadline is when the current target is abandoned if not reached.
+	// ProgressDeadline is when the current target is reported as stalled if
+	// it has not been reached.
 	// +optional
 	ProgressDeadline *metav1.Time `json:"progressDeadline,omitempty"`
 

@@ -27,6 +27,22 @@ type EtcdMemberSpec struct {
 	// ClusterToken is etcd's --initial-cluster-token.
 	ClusterToken string `json:"clusterToken"`
 
+	// PeerURL and ClientURL are the member's own URLs, fixed when it is
+	// created. The operator finds the member in etcd's member list by its
+	// latched ID, and before that by PeerURL; recording them keeps that
+	// lookup independent of the operator's current settings, such as the
+	// cluster domain, which may differ after a restart.
+	// +optional
+	PeerURL string `json:"peerURL,omitempty"`
+	// +optional
+	ClientURL string `json:"clientURL,omitempty"`
+
+	// Replaces names the broken member this one was created to replace,
+	// with that member's template. It joins only once the broken member has
+	// left etcd.
+	// +optional
+	Replaces string `json:"replaces,omitempty"`
+
 	// Dormant parks the member of a paused cluster: its Pod is deleted, its
 	// volume, member ID and place in etcd's membership are kept.
 	// +optional
@@ -64,6 +80,12 @@ type EtcdMemberStatus struct {
 	// Version is the etcd version the member reports running.
 	// +optional
 	Version string `json:"version,omitempty"`
+
+	// NodeName is the node the member's Pod was last scheduled to. It
+	// outlives the Pod, so a member whose Pod is gone or cannot be scheduled
+	// (its volume is bound to that node) is still known to live there.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
 
 	// FirstReadyTime is when the member was first seen ready: the persisted
 	// fact that it has booted and holds cluster data. From then on any start
@@ -130,9 +152,32 @@ func (m *EtcdMember) HasBooted() bool { return m.Status.FirstReadyTime != nil }
 // "existing" instead of quietly forming a fresh one-member cluster.
 func InitialClusterState(m *EtcdMember, clusterFormed bool) string {
 	if m.Spec.Bootstrap && m.Status.MemberID == "" && !clusterFormed && !m.HasBooted() {
-		return "new"
+		return InitialClusterStateNew
 	}
-	return "existing"
+	return InitialClusterStateExisting
+}
+
+// Values of --initial-cluster-state.
+const (
+	InitialClusterStateNew      = "new"
+	InitialClusterStateExisting = "existing"
+)
+
+// OwnPeerURL is the member's recorded peer URL, or fallback for a member
+// created before URLs were recorded.
+func (m *EtcdMember) OwnPeerURL(fallback string) string {
+	if m.Spec.PeerURL != "" {
+		return m.Spec.PeerURL
+	}
+	return fallback
+}
+
+// OwnClientURL is the member's recorded client URL, or fallback.
+func (m *EtcdMember) OwnClientURL(fallback string) string {
+	if m.Spec.ClientURL != "" {
+		return m.Spec.ClientURL
+	}
+	return fallback
 }
 
 // InitialCluster derives --initial-cluster for the member's next start.

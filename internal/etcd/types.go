@@ -80,6 +80,13 @@ type EndpointStatus struct {
 	Revision int64
 }
 
+// Healthy reports whether the member can count towards a quorum: it reports
+// no errors and follows a leader. A member that answers Status but sees no
+// leader (cut off from its peers, or between elections) cannot commit
+// anything, so counting it would let a quorum gate pass on a cluster that
+// has none.
+func (s EndpointStatus) Healthy() bool { return len(s.Errors) == 0 && s.LeaderID != 0 }
+
 // IsLeader reports whether the member believes it is the leader. During a
 // partition a stale leader can still believe this, so compare RaftTerm when
 // several endpoints claim it.

@@ -39,6 +39,9 @@ type options struct {
 	revision int64
 	to       string
 	timeout  time.Duration
+	wait     bool
+	// replaceTimeout bounds replace-member's wait.
+	replaceTimeout time.Duration
 }
 
 type command struct {
@@ -108,6 +111,19 @@ var commands = []command{
 		help: "  --timeout DURATION    how long one member's defragmentation may take (default " + DefaultDefragTimeout.String() + ")\n",
 		run: func(ctx context.Context, env *Env, w io.Writer, _ *options, args []string) error {
 			return runDefrag(ctx, env, w, args[0])
+		},
+	},
+	{
+		name: "replace-member", args: "MEMBER", min: 1, max: 1,
+		summary: "Replace one member by a new one: delete its EtcdMember, which the operator\nremoves from etcd once the other voters keep a quorum, and wait until the\ncluster is Ready again with a fresh member in its place.",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.BoolVar(&o.wait, "wait", true, "")
+			fs.DurationVar(&o.replaceTimeout, "replace-timeout", DefaultReplaceTimeout, "")
+		},
+		help: "  --wait                wait until the cluster is Ready without the member (default true)\n" +
+			"  --replace-timeout D   how long to wait (default " + DefaultReplaceTimeout.String() + ")\n",
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runReplaceMember(ctx, env, w, args[0], o.wait, o.replaceTimeout)
 		},
 	},
 	{

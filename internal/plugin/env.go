@@ -33,7 +33,7 @@ type Forwarder interface {
 // Env is everything a command needs from the outside world; tests build one
 // from fakes.
 type Env struct {
-	Kube      client.Reader
+	Kube      client.Client
 	Namespace string
 	Forwarder Forwarder
 	Dialer    etcd.Dialer

@@ -26,6 +26,21 @@ func CanRemoveVoter(voters, healthyOthers int) bool {
 	return healthyOthers >= Size(voters-1)
 }
 
+// RemovalAllowed reports whether a voter may leave now, whoever asked. The
+// voters that remain must keep a quorum of the smaller membership
+// (CanRemoveVoter). A voter that is itself healthy must also leave behind
+// at least a quorum of the target size in healthy voters: giving up a
+// working member while another is down would otherwise cut the cluster to
+// its last quorum, or below what the spec asks it to survive, when waiting
+// for the broken one's replacement costs nothing. A broken voter adds
+// nothing to the quorum, so removing it is judged by the first rule alone.
+func RemovalAllowed(voters, healthyOthers, target int, selfHealthy bool) bool {
+	if !CanRemoveVoter(voters, healthyOthers) {
+		return false
+	}
+	return !selfHealthy || healthyOthers >= Size(target)
+}
+
 // HasQuorum reports whether healthy voters form a quorum of all voters.
 func HasQuorum(voters, healthy int) bool {
 	return voters > 0 && healthy >= Size(voters)
@@ -35,21 +50,50 @@ func HasQuorum(voters, healthy int) bool {
 type Candidate struct {
 	Name    string
 	Created time.Time
+	// HoldsNothing: the member has never run (created but not yet added to
+	// etcd, or a learner that never started), so no data goes with it.
+	HoldsNothing bool
+	// Broken: self-heal judged the member beyond restarting.
+	Broken bool
+	// Learner: the member does not vote.
+	Learner bool
+	// Ready: the member is serving.
+	Ready bool
 }
 
-// PickNewest returns the member to remove on scale-down: the newest, with the
-// name as a deterministic tie-break. The newest member holds the least
-// history as a voter and is the likeliest to be a replacement still settling.
-func PickNewest(candidates []Candidate) (Candidate, bool) {
+// PickToRemove returns the member to remove on scale-down. Whatever costs
+// the cluster least goes first: a member that holds nothing, then a broken
+// one (a user who scales down to shed a dead member gets exactly that), then
+// a learner, then one that is not ready, and among equals the newest, with
+// the name as a deterministic tie-break. The newest holds the least history
+// as a voter and is the likeliest to be a replacement still settling.
+func PickToRemove(candidates []Candidate) (Candidate, bool) {
 	if len(candidates) == 0 {
 		return Candidate{}, false
 	}
 	sorted := append([]Candidate(nil), candidates...)
-	sort.Slice(sorted, func(i, j int) bool {
-		if !sorted[i].Created.Equal(sorted[j].Created) {
-			return sorted[i].Created.After(sorted[j].Created)
+	rank := func(c Candidate) int {
+		switch {
+		case c.HoldsNothing:
+			return 0
+		case c.Broken:
+			return 1
+		case c.Learner:
+			return 2
+		case !c.Ready:
+			return 3
 		}
-		return sorted[i].Name > sorted[j].Name
+		return 4
+	}
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if rank(a) != rank(b) {
+			return rank(a) < rank(b)
+		}
+		if !a.Created.Equal(b.Created) {
+			return a.Created.After(b.Created)
+		}
+		return a.Name > b.Name
 	})
 	return sorted[0], true
 }

@@ -40,6 +40,17 @@ type Facts struct {
 	// OthersHealthy: every other member is healthy, so a member that stands
 	// out is the problem rather than a symptom of a wider outage.
 	OthersHealthy bool
+	// Node is the state of the node the member lives on.
+	Node NodeState
+	// NodeLostAfter is how long the node may be unavailable before the
+	// member is replaced elsewhere.
+	NodeLostAfter time.Duration
+	// Learner: etcd lists the member as a learner. A learner that answers
+	// slowly is catching up, which is what learners do.
+	Learner bool
+	// InMaintenance: the operator itself is working on the member (it is
+	// being defragmented or restarted), so its silence is expected.
+	InMaintenance bool
 }
 
 // Verdict is a decision to replace a member, or, with FenceOnly, to take it
@@ -57,6 +68,16 @@ type Verdict struct {
 // needs the same memory), and a Pod already being deleted is in someone
 // else's hands.
 func Assess(f Facts, now time.Time) (Verdict, bool) {
+	// A lost node comes first: its Pods stay Terminating or Pending for as
+	// long as the node is gone, which the exclusions below would otherwise
+	// read as someone else's business.
+	if f.Node.Unavailable && now.Sub(f.Node.Since) >= f.NodeLostAfter {
+		detail := f.Node.Why
+		if !f.Node.Since.IsZero() {
+			detail = fmt.Sprintf("%s, for %s", f.Node.Why, now.Sub(f.Node.Since).Round(time.Second))
+		}
+		return Verdict{Reason: NodeLost, Detail: detail}, true
+	}
 	if f.PodLost {
 		return Verdict{Reason: PodLost, Detail: "the member's Pod and its tmpfs data are gone"}, true
 	}
@@ -94,7 +115,7 @@ func Assess(f Facts, now time.Time) (Verdict, bool) {
 		if f.Divergence.Diverged() {
 			return Verdict{Reason: Diverged, Detail: f.Divergence.Detail}, true
 		}
-		if !f.EndpointHealthy {
+		if !f.EndpointHealthy && !f.Learner && !f.InMaintenance {
 			return Verdict{Reason: Unresponsive, Detail: fmt.Sprintf("running but not ready for %s and its endpoint does not answer",
 				now.Sub(since).Round(time.Second))}, true
 		}

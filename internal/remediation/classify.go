@@ -22,6 +22,9 @@ const (
 	Unresponsive Reason = "Unresponsive"
 	// PodLost: a Memory member's Pod is gone, and its data with it.
 	PodLost Reason = "PodLost"
+	// NodeLost: the member's node has been gone, unreachable or unable to
+	// run it for longer than the cluster's selfHeal.nodeLostAfterSeconds.
+	NodeLost Reason = "NodeLost"
 )
 
 // fatalSignature is a fragment of a fatal log line etcd writes before exiting,

@@ -3,6 +3,7 @@ package remediation
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
@@ -41,6 +42,18 @@ func QuorumLeader(voters int, statuses []etcd.EndpointStatus) (uint64, uint64) {
 	return 0, 0
 }
 
+// Aspect is the part of a member's view a disagreement is about. Each is
+// read by its own call, so each is confirmed or cleared on its own: a
+// disagreement must persist on the aspect it is about, not merely recur.
+type Aspect string
+
+const (
+	// AspectStatus: cluster ID, leader and term, from the member's Status.
+	AspectStatus Aspect = "status"
+	// AspectMembers: the member's own member list.
+	AspectMembers Aspect = "members"
+)
+
 // Diverging is how one member's own account of the cluster differs from the
 // quorum's.
 type Diverging struct {
@@ -53,6 +66,8 @@ type Diverging struct {
 	// or applied a membership change, must persist before it costs the
 	// member its data.
 	Definitive bool
+	// Aspect is what the difference is about.
+	Aspect Aspect
 }
 
 // Diverged reports whether there is a difference at all.
@@ -69,17 +84,17 @@ func Divergence(q QuorumView, status *etcd.EndpointStatus, own *etcd.MemberList)
 	if status != nil {
 		switch {
 		case q.ClusterID != 0 && status.ClusterID != 0 && status.ClusterID != q.ClusterID:
-			return Diverging{fmt.Sprintf("it reports cluster ID %016x, the quorum %016x", status.ClusterID, q.ClusterID), true}
+			return Diverging{fmt.Sprintf("it reports cluster ID %016x, the quorum %016x", status.ClusterID, q.ClusterID), true, AspectStatus}
 		case status.LeaderID == status.MemberID && status.MemberID != q.LeaderID:
 			alone := own != nil && len(own.Members) == 1 && len(q.Members) > 1
 			detail := fmt.Sprintf("it reports itself leader while the quorum follows %016x", q.LeaderID)
 			if alone {
 				detail = fmt.Sprintf("it leads a one-member cluster of its own while the quorum of %d follows %016x", len(q.Members), q.LeaderID)
 			}
-			return Diverging{detail, alone}
+			return Diverging{detail, alone, AspectStatus}
 		case status.LeaderID != 0 && status.LeaderID != q.LeaderID && status.RaftTerm < q.LeaderTerm:
 			return Diverging{fmt.Sprintf("it follows %016x at term %d while the quorum follows %016x at term %d",
-				status.LeaderID, status.RaftTerm, q.LeaderID, q.LeaderTerm), false}
+				status.LeaderID, status.RaftTerm, q.LeaderID, q.LeaderTerm), false, AspectStatus}
 		}
 	}
 	if own != nil {
@@ -91,8 +106,44 @@ func Divergence(q QuorumView, status *etcd.EndpointStatus, own *etcd.MemberList)
 		slices.Sort(ids)
 		slices.Sort(want)
 		if !slices.Equal(ids, want) {
-			return Diverging{fmt.Sprintf("its member list has %d members, the quorum's %d, and they differ", len(ids), len(want)), false}
+			return Diverging{fmt.Sprintf("its member list has %d members, the quorum's %d, and they differ", len(ids), len(want)), false, AspectMembers}
 		}
 	}
 	return Diverging{}
+}
+
+// Sighting records when a disagreement on one aspect was first seen.
+type Sighting struct {
+	Aspect Aspect
+	Since  time.Time
+}
+
+// Observed says which aspects of a member's view a pass read.
+type Observed struct {
+	Status  bool
+	Members bool
+}
+
+func (o Observed) covers(a Aspect) bool {
+	return a == AspectStatus && o.Status || a == AspectMembers && o.Members
+}
+
+// Confirm carries a first sighting from one pass to the next and says
+// whether the disagreement may now cost the member its data: it is
+// definitive, or it has been seen on the same aspect, with no agreeing look
+// at that aspect in between, for at least DivergenceConfirmAfter. A look
+// that agrees clears the sighting; a pass that did not look at the aspect
+// leaves it as it was.
+func Confirm(prev *Sighting, d Diverging, seen Observed, now time.Time) (*Sighting, bool) {
+	if !d.Diverged() {
+		if prev != nil && seen.covers(prev.Aspect) {
+			return nil, false
+		}
+		return prev, false
+	}
+	next := prev
+	if next == nil || next.Aspect != d.Aspect {
+		next = &Sighting{Aspect: d.Aspect, Since: now}
+	}
+	return next, d.Definitive || now.Sub(next.Since) >= DivergenceConfirmAfter
 }

@@ -195,9 +195,9 @@ func Args(p Params) []string {
 		"--name=" + m.Name,
 		"--data-dir=" + DataDir,
 		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", v1alpha1.ClientPort),
-		"--advertise-client-urls=" + v1alpha1.ClientURL(m.Name, cluster, ns, domain),
+		"--advertise-client-urls=" + m.OwnClientURL(v1alpha1.ClientURL(m.Name, cluster, ns, domain)),
 		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", v1alpha1.PeerPort),
-		"--initial-advertise-peer-urls=" + v1alpha1.PeerURL(m.Name, cluster, ns, domain),
+		"--initial-advertise-peer-urls=" + m.OwnPeerURL(v1alpha1.PeerURL(m.Name, cluster, ns, domain)),
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", v1alpha1.MetricsPort),
 		"--initial-cluster-token=" + m.Spec.ClusterToken,
 	}

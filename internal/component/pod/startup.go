@@ -40,7 +40,7 @@ func env(p Params) []corev1.EnvVar {
 // --initial-cluster and --initial-cluster-state its next start must use.
 func BuildStartupConfig(p Params) *corev1.ConfigMap {
 	m := p.Member
-	self := v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, p.namespace(), p.clusterDomain())
+	self := m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, p.namespace(), p.clusterDomain()))
 	labels := v1alpha1.MemberLabels(m.Spec.ClusterName, m.Name)
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
@@ -53,6 +53,28 @@ func BuildStartupConfig(p Params) *corev1.ConfigMap {
 			v1alpha1.StartupInitialClusterKey:      v1alpha1.InitialCluster(m, self),
 			v1alpha1.StartupInitialClusterStateKey: v1alpha1.InitialClusterState(m, p.ClusterFormed),
 		},
+	}
+}
+
+// selfOnly is the --initial-cluster of a member that has booted.
+func selfOnly(p Params) string {
+	m := p.Member
+	return m.Name + "=" + m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, p.namespace(), p.clusterDomain()))
+}
+
+// keepForward makes the startup values only ever move forward: from "new"
+// to "existing", and from etcd's member list to the self-only list a booted
+// member gets. Going back can only come from a stale read of the member or
+// its cluster, and either way back lets an empty data dir start as something
+// it is not: a cluster of its own under "new", or a member rejoining under
+// its old ID, without its raft state, under the full list.
+func keepForward(existing, desired map[string]string, self string) {
+	if existing[v1alpha1.StartupInitialClusterStateKey] != v1alpha1.InitialClusterStateExisting {
+		return
+	}
+	desired[v1alpha1.StartupInitialClusterStateKey] = v1alpha1.InitialClusterStateExisting
+	if existing[v1alpha1.StartupInitialClusterKey] == self {
+		desired[v1alpha1.StartupInitialClusterKey] = self
 	}
 }
 
@@ -75,6 +97,7 @@ func SyncStartupConfig(ctx context.Context, c client.Client, p Params) error {
 	if err := owner.Check("ConfigMap", existing, p.Member.UID); err != nil {
 		return err
 	}
+	keepForward(existing.Data, desired.Data, selfOnly(p))
 	if maps.Equal(existing.Data, desired.Data) {
 		return nil
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -34,7 +36,7 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 			return ctrl.Result{RequeueAfter: requeueSoon}, err
 		}
 		log.Info("Creating the seed member")
-		created, err := r.createMember(ctx, s, true)
+		created, err := r.createMember(ctx, s, newMember{template: s.cluster.Status.Observed.MemberTemplate, seed: true})
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -108,41 +110,63 @@ func (r *Reconciler) liveSeedExists(ctx context.Context, cluster *v1alpha1.EtcdC
 	return false, nil
 }
 
-// createMember creates an EtcdMember from the latched target. Its
-// spec.initialCluster stays empty until etcd's side of the add is done, so
-// no Pod can start with a membership etcd has not agreed to.
-func (r *Reconciler) createMember(ctx context.Context, s *scope, seed bool) (*v1alpha1.EtcdMember, error) {
+// newMember is what a member is created from.
+type newMember struct {
+	template v1alpha1.MemberTemplate
+	seed     bool
+	// replaces names the broken member this one takes the place of.
+	replaces string
+}
+
+// memberFrom is a like-for-like replacement of x.
+func memberFrom(x *v1alpha1.EtcdMember) newMember {
+	return newMember{template: *x.Spec.MemberTemplate.DeepCopy(), replaces: x.Name}
+}
+
+// createMember creates an EtcdMember. Its spec.initialCluster stays empty
+// until etcd's side of the add is done, so no Pod can start with a
+// membership etcd has not agreed to. The name is chosen here rather than by
+// the API server, so that the member's URLs, which derive from it, are
+// recorded in the same write.
+func (r *Reconciler) createMember(ctx context.Context, s *scope, nm newMember) (*v1alpha1.EtcdMember, error) {
 	c := s.cluster
-	tmpl := c.Status.Observed.MemberTemplate.DeepCopy()
 	labels := map[string]string{}
-	if tmpl.AdditionalMetadata != nil {
-		for k, v := range tmpl.AdditionalMetadata.Labels {
+	if md := nm.template.AdditionalMetadata; md != nil {
+		for k, v := range md.Labels {
 			labels[k] = v
 		}
 	}
 	for k, v := range v1alpha1.ClusterLabels(c.Name) {
 		labels[k] = v
 	}
-	m := &v1alpha1.EtcdMember{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: v1alpha1.MemberNamePrefix(c.Name),
-			Namespace:    c.Namespace,
-			Labels:       labels,
-		},
-		Spec: v1alpha1.EtcdMemberSpec{
-			ClusterName:    c.Name,
-			Bootstrap:      seed,
-			ClusterToken:   c.Status.ClusterToken,
-			MemberTemplate: *tmpl,
-		},
-	}
-	if err := controllerutil.SetControllerReference(c, m, r.Scheme()); err != nil {
-		return nil, err
-	}
-	if err := r.Create(ctx, m); err != nil {
+	for attempt := 0; ; attempt++ {
+		name := v1alpha1.MemberNamePrefix(c.Name) + utilrand.String(5)
+		m := &v1alpha1.EtcdMember{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: labels},
+			Spec: v1alpha1.EtcdMemberSpec{
+				ClusterName:    c.Name,
+				Bootstrap:      nm.seed,
+				ClusterToken:   c.Status.ClusterToken,
+				PeerURL:        v1alpha1.PeerURL(name, c.Name, c.Namespace, r.ClusterDomain),
+				ClientURL:      v1alpha1.ClientURL(name, c.Name, c.Namespace, r.ClusterDomain),
+				Replaces:       nm.replaces,
+				MemberTemplate: *nm.template.DeepCopy(),
+			},
+		}
+		if err := controllerutil.SetControllerReference(c, m, r.Scheme()); err != nil {
+			return nil, err
+		}
+		err := r.Create(ctx, m)
+		switch {
+		case err == nil:
+			s.members = append(s.members, m)
+			s.peerURLs[m.Name] = m.Spec.PeerURL
+			return m, nil
+		case apierrors.IsAlreadyExists(err) && attempt < 3:
+			continue
+		}
 		return nil, fmt.Errorf("failed to create EtcdMember for %s: %w", c.Name, err)
 	}
-	return m, nil
 }
 
 func (r *Reconciler) setInitialCluster(ctx context.Context, m *v1alpha1.EtcdMember, initialCluster string) error {

@@ -11,6 +11,10 @@ const (
 	requeueEtcdRefused = time.Second
 	requeueUnreachable = 5 * time.Second
 	requeueQuorumWait  = 5 * time.Second
+	// requeueAfterError retries a pass in which a step failed. Errors are
+	// not handed to controller-runtime, whose growing backoff would also
+	// hold back the timed looks self-heal depends on.
+	requeueAfterError = 5 * time.Second
 	// requeueSteadyState is how often a healthy cluster's members are looked
 	// at again; reads only, so an idle cluster costs no API writes.
 	requeueSteadyState  = 10 * time.Second

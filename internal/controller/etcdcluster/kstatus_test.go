@@ -66,10 +66,12 @@ func TestKstatusFailsWhenStalled(t *testing.T) {
 	h.now = h.now.Add(11 * time.Minute)
 	h.reconcile()
 	h.g.Expect(h.kstatusOf()).To(Equal(kstatus.FailedStatus))
-	h.g.Expect(h.condition(v1alpha1.StalledCondition).Reason).To(Equal(v1alpha1.BootstrapFailedReason))
-	h.g.Expect(h.drainEvents()).To(ContainElement(ContainSubstring("Warning BootstrapFailed")))
+	stalled := h.condition(v1alpha1.StalledCondition)
+	h.g.Expect(stalled.Reason).To(Equal(v1alpha1.DeadlineExceededReason))
+	h.g.Expect(stalled.Message).To(ContainSubstring("did not form"))
+	h.g.Expect(h.drainEvents()).To(ContainElement(ContainSubstring("Warning DeadlineExceeded")))
 	h.reconcile()
-	h.g.Expect(h.drainEvents()).NotTo(ContainElement(ContainSubstring("BootstrapFailed")), "announced once, not on every pass")
+	h.g.Expect(h.drainEvents()).NotTo(ContainElement(ContainSubstring("DeadlineExceeded")), "announced once, not on every pass")
 }
 
 func TestDeadlineExceededThenASpecEditResumes(t *testing.T) {
@@ -80,15 +82,16 @@ func TestDeadlineExceededThenASpecEditResumes(t *testing.T) {
 	h.g.Expect(h.members()).To(HaveLen(2))
 	h.now = h.now.Add(11 * time.Minute)
 	h.reconcile()
-	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.DeadlineExceededReason))
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Reason).To(Equal(v1alpha1.DeadlineExceededReason))
 	h.g.Expect(h.condition(v1alpha1.StalledCondition).Status).To(BeEquivalentTo("True"))
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.ScalingUpReason), "Ready says what the operator is still doing")
 	h.g.Expect(h.kstatusOf()).To(Equal(kstatus.FailedStatus))
 	h.g.Expect(h.drainEvents()).To(ContainElement(ContainSubstring("Warning DeadlineExceeded")))
 
 	h.setReplicas(1)
 	h.reconcile()
 	cl := h.cluster()
-	h.g.Expect(cl.Status.Observed.Replicas).To(BeEquivalentTo(1), "after the deadline, a new spec is adopted")
+	h.g.Expect(cl.Status.Observed.Replicas).To(BeEquivalentTo(1), "a new spec is adopted")
 	h.g.Expect(cl.Status.ProgressDeadline.Time).To(BeTemporally(">", h.now), "with a fresh deadline")
 	h.g.Expect(h.condition(v1alpha1.StalledCondition).Status).To(BeEquivalentTo("False"))
 }

@@ -8,20 +8,25 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/quorum"
 )
 
 // syncMemberStatus copies etcd's view of each member (its ID and whether it
 // votes) onto the EtcdMember, where the member controller turns the role into
 // the Pod label the client Service selects. It writes only on change.
 func (r *Reconciler) syncMemberStatus(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if err := r.recordURLs(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	if !s.etcd.usable() {
 		return ctrl.Result{}, nil
 	}
 	for _, m := range s.members {
-		em, ok := s.etcd.byPeerURL(r.peerURL(m))
+		em, ok := s.inEtcd(m)
 		if !ok {
 			// etcd does not list it (not yet added, or removed behind our
 			// back): it must not receive client traffic.
@@ -43,13 +48,49 @@ func (r *Reconciler) syncMemberStatus(ctx context.Context, s *scope) (ctrl.Resul
 	return ctrl.Result{}, nil
 }
 
-// reconcileMembership takes at most one membership step per pass, in order of
-// priority: finish a half-added member, promote a caught-up learner, remove a
-// learner no member owns, then scale towards the target.
-func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.terminal != "" {
-		return ctrl.Result{}, nil
+// recordURLs writes the peer and client URLs into members created before
+// they were recorded at creation. A member etcd knows by its latched ID gets
+// the URLs etcd has for it, which are right whatever the operator's
+// settings are now; any other gets the ones its name gives.
+func (r *Reconciler) recordURLs(ctx context.Context, s *scope) error {
+	for _, m := range append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...) {
+		if m.Spec.PeerURL != "" && m.Spec.ClientURL != "" {
+			continue
+		}
+		peer, clientURL := r.peerURL(m), r.clientURL(m)
+		if em, ok := s.inEtcd(m); ok && m.Status.MemberID != "" {
+			if len(em.PeerURLs) > 0 {
+				peer = em.PeerURLs[0]
+			}
+			if len(em.ClientURLs) > 0 {
+				clientURL = em.ClientURLs[0]
+			}
+		}
+		patch := client.MergeFrom(m.DeepCopy())
+		m.Spec.PeerURL, m.Spec.ClientURL = peer, clientURL
+		if err := r.Patch(ctx, m, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to record the URLs of EtcdMember %s: %w", m.Name, err)
+		}
+		s.peerURLs[m.Name] = peer
 	}
+	return nil
+}
+
+// reconcileMembership takes at most one membership step per pass. The order
+// is what keeps the operator live: from any state in which a quorum of
+// voters answers, a pass either takes a step or waits on a condition that is
+// named in status and clears without a human (docs/design/0004).
+//
+//  1. Finish an add whose etcd side is done: a write, and nothing else.
+//  2. Self-heal: replace a broken member. This runs in every state, because
+//     each step below may wait on the broken member itself.
+//  3. Unfence a member whose view agrees again.
+//  4. Wait for members leaving etcd, unless their own removal waits for a
+//     replacement (the finalizer's gate), which would deadlock.
+//  5. Promote a started learner.
+//  6. Add a replacement, whose place is already counted.
+//  7. Scale down, then finish a plain pending add, then scale up.
+func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !s.cluster.ClusterFormed() {
 		return r.reconcileBootstrap(ctx, s)
 	}
@@ -72,12 +113,11 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		s.setProgress(v1alpha1.EtcdUnreachableReason, "%v", s.etcd.err)
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
-	if len(s.deleting) > 0 {
-		s.setProgress(v1alpha1.ScalingDownReason, "waiting for member %s to leave etcd", s.deleting[0].Name)
-		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
-	}
-	if p := s.pendingMember(); p != nil {
-		return r.completeAdd(ctx, s, p)
+	for _, m := range s.members {
+		if _, listed := s.inEtcd(m); listed && m.Pending() {
+			s.setProgress(v1alpha1.ScalingUpReason, "starting learner %s", m.Name)
+			return ctrl.Result{}, r.setInitialCluster(ctx, m, initialClusterFrom(s.etcd.list))
+		}
 	}
 	if res, acted, err := r.remediate(ctx, s); acted || err != nil {
 		return res, err
@@ -85,15 +125,26 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if acted, err := r.unfence(ctx, s); acted || err != nil {
 		return ctrl.Result{}, err
 	}
-	// Scaling down goes before promotion: the member to remove is the
-	// newest, which is the learner when one is stuck catching up.
-	if len(s.members) > desired {
+	if d := r.leavingMember(s); d != nil {
+		s.setProgress(v1alpha1.ScalingDownReason, "waiting for member %s to leave etcd", d.Name)
+		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
+	}
+	if l, ok := s.startedLearner(); ok {
+		return r.promote(ctx, s, l)
+	}
+	if y := s.pendingReplacement(); y != nil {
+		return r.completeAdd(ctx, s, y)
+	}
+	if len(s.counted()) > desired {
 		return r.scaleDown(ctx, s)
+	}
+	if p := s.pendingMember(); p != nil {
+		return r.completeAdd(ctx, s, p)
 	}
 	if learners := s.etcd.learners(); len(learners) > 0 {
 		return r.promote(ctx, s, learners[0])
 	}
-	if len(s.members) < desired {
+	if len(s.counted()) < desired {
 		return r.scaleUp(ctx, s)
 	}
 	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
@@ -103,37 +154,124 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	return ctrl.Result{RequeueAfter: requeueSteadyState}, nil
 }
 
-// completeAdd finishes a member whose creation was interrupted. Its peer URL
-// is a function of its name, so whether etcd already has it is a lookup, and
-// the add is never issued twice.
+// leavingMember is a member on its way out whose removal the pass waits for.
+// One whose removal its own finalizer holds back until a replacement has
+// joined (see quorum.RemovalAllowed) is not waited for: that replacement is
+// what this pass must add.
+func (r *Reconciler) leavingMember(s *scope) *v1alpha1.EtcdMember {
+	for _, d := range s.deleting {
+		em, listed := s.inEtcd(d)
+		if !listed || em.IsLearner {
+			return d
+		}
+		selfHealthy := s.etcd.health[em.ID].ok()
+		healthyOthers := s.etcd.healthyVoters()
+		if selfHealthy {
+			healthyOthers--
+		}
+		if quorum.RemovalAllowed(len(s.etcd.voters()), healthyOthers, s.desiredReplicas(), selfHealthy) {
+			return d
+		}
+	}
+	return nil
+}
+
+// startedLearner is a learner whose etcd has started and whose member is
+// not on its way out: promoting it is the step that frees etcd's learner
+// slot for whatever comes next.
+func (s *scope) startedLearner() (etcd.Member, bool) {
+	for _, l := range s.etcd.learners() {
+		if l.Name == "" {
+			continue
+		}
+		for _, m := range s.members {
+			if em, ok := s.inEtcd(m); ok && em.ID == l.ID {
+				return l, true
+			}
+		}
+	}
+	return etcd.Member{}, false
+}
+
+// pendingReplacement is a replacement not yet added to etcd.
+func (s *scope) pendingReplacement() *v1alpha1.EtcdMember {
+	for _, m := range s.members {
+		if _, listed := s.inEtcd(m); m.Pending() && m.Spec.Replaces != "" && !listed {
+			return m
+		}
+	}
+	return nil
+}
+
+// holdsNothing: the member has never run, so nothing goes if it goes. It is
+// not in etcd yet, or it is a learner whose etcd never started.
+func (s *scope) holdsNothing(m *v1alpha1.EtcdMember) bool {
+	em, listed := s.inEtcd(m)
+	if !listed {
+		return m.Pending() || !m.HasBooted()
+	}
+	return em.IsLearner && em.Name == "" && !m.HasBooted()
+}
+
+// completeAdd adds a member to etcd as a learner and hands it etcd's member
+// list. Its peer URL is recorded, so whether etcd already has it is a
+// lookup, and the add is never issued twice. A replacement waits until the
+// member it replaces has left etcd; a learner that never started, and so
+// holds nothing, gives up etcd's learner slot to it.
 func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("member", m.Name)
-	url := r.peerURL(m)
-	list := s.etcd.list
-	if _, ok := s.etcd.byPeerURL(url); !ok {
-		if notReady := r.notReadyMembers(s, m.Name); len(notReady) > 0 {
-			s.setProgress(v1alpha1.ScalingUpReason, "waiting for %s before adding %s", strings.Join(notReady, ", "), m.Name)
-			return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
-		}
-		log.Info("Adding member to etcd as a learner", "peerURL", url)
-		added, after, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
-			return c.MemberAddAsLearner(ctx, []string{url})
-		})
-		switch {
-		case etcd.IsUnhealthyCluster(err), etcd.IsTooManyLearners(err), etcd.IsUnavailable(err):
-			// etcd wants every voter connected for a while after a change,
-			// or did not answer; the plan is still right, so try again soon.
-			s.setProgress(v1alpha1.ScalingUpReason, "etcd deferred adding %s: %v", m.Name, err)
-			return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
-		case err != nil:
-			return ctrl.Result{}, fmt.Errorf("failed to add member %s to etcd: %w", m.Name, err)
-		}
-		list = after
-		r.event(s.cluster, corev1.EventTypeNormal, "MemberAdded", "AddLearner",
-			"Added member %s to etcd as learner %s", m.Name, added.IDString())
+	if x := m.Spec.Replaces; x != "" && s.exists(x) {
+		s.setProgress(v1alpha1.ReplacingMemberReason, "waiting for %s to leave etcd before its replacement %s joins", x, m.Name)
+		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
 	}
+	if notReady := r.notReadyMembers(s, m.Name); len(notReady) > 0 {
+		s.setProgress(v1alpha1.ScalingUpReason, "waiting for %s before adding %s", strings.Join(notReady, ", "), m.Name)
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
+	}
+	url := r.peerURL(m)
+	log.Info("Adding member to etcd as a learner", "peerURL", url)
+	added, after, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
+		return c.MemberAddAsLearner(ctx, []string{url})
+	})
+	switch {
+	case etcd.IsTooManyLearners(err):
+		if l := r.idleLearner(s, m); l != nil {
+			log.Info("Removing a learner that never started, to make room", "learner", l.Name)
+			r.event(s.cluster, corev1.EventTypeNormal, "LearnerYielded", "RemoveMember",
+				"Removing learner %s, which never started, so that %s can join", l.Name, m.Name)
+			if err := r.Delete(ctx, l); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to delete EtcdMember %s: %w", l.Name, err)
+			}
+			return ctrl.Result{}, nil
+		}
+		s.setProgress(v1alpha1.ScalingUpReason, "etcd deferred adding %s: %v", m.Name, err)
+		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
+	case etcd.IsUnhealthyCluster(err), etcd.IsUnavailable(err):
+		// etcd wants every voter connected for a while after a change,
+		// or did not answer; the plan is still right, so try again soon.
+		s.setProgress(v1alpha1.ScalingUpReason, "etcd deferred adding %s: %v", m.Name, err)
+		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("failed to add member %s to etcd: %w", m.Name, err)
+	}
+	r.event(s.cluster, corev1.EventTypeNormal, "MemberAdded", "AddLearner",
+		"Added member %s to etcd as learner %s", m.Name, added.IDString())
 	s.setProgress(v1alpha1.ScalingUpReason, "starting learner %s", m.Name)
-	return ctrl.Result{}, r.setInitialCluster(ctx, m, initialClusterFrom(list))
+	return ctrl.Result{}, r.setInitialCluster(ctx, m, initialClusterFrom(after))
+}
+
+// idleLearner is a member other than m that etcd lists as a learner whose
+// etcd never started, and that is not itself a replacement.
+func (r *Reconciler) idleLearner(s *scope, m *v1alpha1.EtcdMember) *v1alpha1.EtcdMember {
+	for _, o := range s.members {
+		if o.Name == m.Name || o.Spec.Replaces != "" {
+			continue
+		}
+		if em, listed := s.inEtcd(o); listed && s.holdsNothing(o) && em.IsLearner {
+			return o
+		}
+	}
+	return nil
 }
 
 // initialClusterFrom renders etcd's authoritative member list as
@@ -211,29 +349,28 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, learner etcd.Member)
 }
 
 func (r *Reconciler) memberFor(s *scope, em etcd.Member) *v1alpha1.EtcdMember {
-	for _, m := range s.members {
-		for _, u := range em.PeerURLs {
-			if u == r.peerURL(m) {
-				return m
-			}
+	for _, m := range append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...) {
+		if found, ok := s.inEtcd(m); ok && found.ID == em.ID {
+			return m
 		}
 	}
 	return nil
 }
 
 // notReadyMembers names the members, other than those excluded, that are not
-// ready or whose etcd endpoint is unhealthy.
+// ready or whose etcd endpoint is unhealthy. Members that hold nothing (not
+// yet added, or never started) are not waited for: they wait on this.
 func (r *Reconciler) notReadyMembers(s *scope, exclude ...string) []string {
 	var out []string
 	for _, m := range s.members {
-		if contains(exclude, m.Name) {
+		if contains(exclude, m.Name) || s.holdsNothing(m) {
 			continue
 		}
 		if !s.memberReady(m) {
 			out = append(out, m.Name)
 			continue
 		}
-		if em, ok := s.etcd.byPeerURL(r.peerURL(m)); ok && !s.etcd.health[em.ID].ok() {
+		if em, ok := s.inEtcd(m); ok && !s.etcd.health[em.ID].ok() {
 			out = append(out, m.Name)
 		}
 	}

@@ -28,7 +28,7 @@ func recordMetrics(s *scope) {
 		o.LeaderID = s.quorumView().LeaderID
 		o.MemberDBSizes = map[string]int64{}
 		for _, m := range s.members {
-			em, ok := s.etcd.byPeerURL(s.peerURLs[m.Name])
+			em, ok := s.inEtcd(m)
 			if !ok {
 				continue
 			}

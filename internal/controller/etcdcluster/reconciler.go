@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -43,11 +43,8 @@ type Reconciler struct {
 	// Now is the clock; tests set it.
 	Now func() time.Time
 
-	// lastViewCheck maps cluster UID to the last per-member view check.
-	lastViewCheck sync.Map
-	// divergedSince maps a member (namespace/name/UID) to when a disagreement with the quorum
-	// that could be a lag was first seen.
-	divergedSince sync.Map
+	// memos keeps per-cluster timers between passes; see memo.
+	memos memos
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
@@ -57,15 +54,17 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile only orchestrates: fetch, observe, run the phases, and write
-// status once at the end.
+// status once at the end. Every phase runs on every pass; a failed one is
+// reported in status and retried, and never stops self-heal.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
 	cluster := &v1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, req.NamespacedName, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
-			metrics.ForgetCluster(req.Namespace, req.Name)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -73,14 +72,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// owned and cascade, and each member's finalizer skips the etcd-side
 	// removal once its cluster is going away.
 	if !cluster.DeletionTimestamp.IsZero() {
-		metrics.ForgetCluster(req.Namespace, req.Name)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	began := time.Now()
+	var s *scope
 	// Registered before the status patch's defer, so it runs after it and
 	// counts a failed patch as a failed pass.
 	defer func() {
-		metrics.ObserveReconcile(req.Namespace, req.Name, string(cluster.UID), time.Since(began), reterr)
+		failed := reterr
+		if s != nil {
+			failed = errors.Join(append([]error{reterr}, s.phaseErrs...)...)
+		}
+		metrics.ObserveReconcile(req.Namespace, req.Name, string(cluster.UID), time.Since(began), failed)
 	}()
 	before := cluster.DeepCopy()
 	s, err := r.newScope(ctx, cluster)
@@ -88,19 +92,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		updateStatus(s, reterr == nil)
+		updateStatus(s)
 		r.announceStalled(before, cluster)
 		if err := r.patchStatus(ctx, before, cluster); err != nil {
 			reterr = errors.Join(reterr, err)
 		}
 	}()
-	return runPhases(ctx, s, []phase{
+	result = runPhases(ctx, s, []phase{
 		r.latchTarget,
 		r.reconcileServices,
 		r.syncMemberStatus,
 		r.reconcilePDB,
 		r.reconcileMembership,
 	})
+	return soonest(result, untilDeadline(s)), nil
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	metrics.ForgetCluster(key.Namespace, key.Name)
+	r.memos.forget(key)
 }
 
 // announceStalled records a Warning Event when the cluster becomes Stalled,
@@ -148,14 +158,26 @@ func (r *Reconciler) event(obj runtime.Object, eventType, reason, action, format
 
 // SetupWithManager registers the controller. Pod events are mapped to their
 // cluster so a member becoming ready moves the cluster on at once, instead of
-// on a polling interval.
+// on a polling interval; Node events reach the clusters with a member on the
+// node, so a node going away starts the node-loss clock without a poll.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.EtcdMember{}, memberNodeField,
+		func(obj client.Object) []string {
+			if n := obj.(*v1alpha1.EtcdMember).Status.NodeName; n != "" {
+				return []string{n}
+			}
+			return nil
+		}); err != nil {
+		return fmt.Errorf("failed to index EtcdMembers by node: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&v1alpha1.EtcdMember{}).
 		Owns(&corev1.Service{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeToClusters),
+			builder.WithPredicates(nodeAvailabilityChanged())).
 		Named("etcdcluster").
 		Complete(r)
 }
@@ -166,4 +188,49 @@ func podToCluster(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+// memberNodeField indexes EtcdMembers by status.nodeName.
+const memberNodeField = "status.nodeName"
+
+// nodeToClusters maps a Node to the clusters with a member on it.
+func (r *Reconciler) nodeToClusters(ctx context.Context, obj client.Object) []reconcile.Request {
+	var members v1alpha1.EtcdMemberList
+	if err := r.List(ctx, &members, client.MatchingFields{memberNodeField: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the members on a node", "node", obj.GetName())
+		return nil
+	}
+	seen := map[types.NamespacedName]bool{}
+	var out []reconcile.Request
+	for _, m := range members.Items {
+		key := types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.ClusterName}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return out
+}
+
+// nodeAvailabilityChanged passes Node events that can change whether a
+// member on it is lost: its Ready condition, its cordon, and its deletion.
+// Heartbeats that change nothing else are dropped.
+func nodeAvailabilityChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		DeleteFunc: func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			was, is := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+			return was.Spec.Unschedulable != is.Spec.Unschedulable || nodeReady(was) != nodeReady(is)
+		},
+	}
+}
+
+func nodeReady(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return corev1.ConditionUnknown
 }

@@ -187,7 +187,7 @@ func TestScaleDown_MovesLeadershipFirst(t *testing.T) {
 	h.g.Expect(h.members()).To(HaveLen(3), "the leader is not removed in the same pass")
 }
 
-func TestSpecChangeIsAdoptedOnlyWhenTargetReached(t *testing.T) {
+func TestSpecChangeIsAdoptedAtOnce(t *testing.T) {
 	h := newHarness(t)
 	h.formed(3, "demo-a")
 	h.etcd.FailNext(etcd.OpMemberAddAsLearner, etcdfake.ErrUnreachable)
@@ -198,22 +198,29 @@ func TestSpecChangeIsAdoptedOnlyWhenTargetReached(t *testing.T) {
 	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
 	h.etcd.FailNext(etcd.OpMemberAddAsLearner, etcdfake.ErrUnreachable)
 	h.reconcile()
-	h.g.Expect(h.cluster().Status.Observed.Replicas).To(Equal(int32(3)), "3 is still the target")
+	cl = h.cluster()
+	h.g.Expect(cl.Status.Observed.Replicas).To(Equal(int32(5)), "the edit is the target now, mid-scale")
+	h.g.Expect(cl.Status.ObservedGeneration).To(BeEquivalentTo(2), "observedGeneration says the generation was adopted")
+	h.g.Expect(h.members()).To(HaveLen(2), "the member being added is finished, not a second one started")
 }
 
-func TestBootstrapFailedIsTerminal(t *testing.T) {
+func TestBootstrapPastItsDeadlineKeepsGoing(t *testing.T) {
 	h := newHarness(t)
 	h.createCluster(3)
 	h.reconcile()
+	seed := h.members()[0]
 	h.now = h.now.Add(11 * time.Minute)
 	h.reconcile()
-	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.BootstrapFailedReason))
-	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.BootstrapFailedReason))
-	cl := h.cluster()
-	cl.Spec.Replicas = ptrInt32(1)
-	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
+	h.g.Expect(h.condition(v1alpha1.StalledCondition).Reason).To(Equal(v1alpha1.DeadlineExceededReason))
+	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.BootstrappingReason))
+	// The seed was only slow: it comes up after the deadline, and the
+	// cluster forms and grows as if nothing had happened.
+	h.readyPod(seed.Name)
+	h.etcd.AddVoter(seed.Name, peerURL(seed.Name), clientURL(seed.Name))
 	h.reconcile()
-	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Reason).To(Equal(v1alpha1.BootstrapFailedReason), "a spec edit does not resume a failed bootstrap")
+	h.g.Expect(h.cluster().Status.ClusterID).NotTo(BeEmpty())
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1), "the scale-up goes on past the deadline")
 }
 
 func TestEtcdUnreachableChangesNothing(t *testing.T) {

@@ -3,7 +3,6 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,32 +33,39 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 		return nil
 	}
 	q := s.quorumView()
+	mm := r.memos.get(s.cluster)
+	live := map[string]bool{}
 	var broken []brokenMember
 	for _, m := range s.members {
+		live[memberKey(m)] = true
 		if m.Pending() || m.Spec.Dormant {
 			continue
 		}
-		em, listed := s.etcd.byPeerURL(s.peerURLs[m.Name])
+		p := s.pods[m.Name]
+		node := s.nodeOf(m)
 		facts := remediation.Facts{
-			Pod:           s.pods[m.Name],
+			Pod:           p,
 			Container:     pod.ContainerName,
-			PodLost:       m.LostPod(s.pods[m.Name]),
+			PodLost:       m.LostPod(p),
 			OthersHealthy: s.othersHealthy(m.Name),
+			Node:          remediation.Node(node, s.nodes[node], podRunningOn(p, node), remediation.UnschedulableSince(p)),
+			NodeLostAfter: s.cluster.Spec.SelfHeal.NodeLostAfter(),
 		}
+		em, listed := s.inEtcd(m)
 		if listed {
+			facts.Learner = em.IsLearner
 			h := s.etcd.health[em.ID]
 			facts.EndpointHealthy = h.ok()
 			var status *etcd.EndpointStatus
 			if h.err == nil {
 				status = &h.status
 			}
+			// Status is read every pass; the member's own list only when a
+			// view check is due.
 			own := s.etcd.ownLists[em.ID]
-			// Status alone is read every pass; the member's own list only
-			// when a view check is due.
-			fullCheck := status != nil && own != nil
 			facts.Divergence = remediation.Divergence(q, status, own)
-			facts.DivergenceConfirmed = r.divergenceConfirmed(m, facts.Divergence, fullCheck, s.now)
-			if !facts.Divergence.Diverged() && fullCheck && m.Status.Fenced != "" && m.DeletionTimestamp.IsZero() {
+			facts.DivergenceConfirmed = mm.confirm(m, facts.Divergence, remediation.Observed{Status: status != nil, Members: own != nil}, s.now)
+			if !facts.Divergence.Diverged() && status != nil && own != nil && m.Status.Fenced != "" {
 				// A full check agrees again: it was a lag after all.
 				s.unfence = append(s.unfence, m)
 			}
@@ -68,14 +74,28 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 			broken = append(broken, brokenMember{member: m, verdict: v, voter: listed && !em.IsLearner, id: em.ID})
 		}
 	}
+	mm.keepOnly(live)
 	return broken
+}
+
+func podRunningOn(p *corev1.Pod, node string) bool {
+	return p != nil && p.DeletionTimestamp.IsZero() && p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning
 }
 
 // remediate replaces one broken member, if the quorum gate allows: the voters
 // that remain must keep a quorum of the smaller membership, counted from the
-// health each member's own endpoint reported this pass. The member's
-// finalizer checks the same before MemberRemove; the gap is then filled by a
-// fresh member, with a new name and member ID, joining as a learner.
+// health each member's own endpoint reported this pass. It runs in every
+// state of a formed cluster (members being added, deleted or promoted, a
+// missed deadline, a failing phase), because waiting for any of those to
+// finish first can wait on the broken member itself.
+//
+// The replacement is created first, with the broken member's own template
+// and spec.replaces naming it, and joins once the broken member has left
+// etcd: self-heal restores what was there, whatever the spec says now, so a
+// bad pending edit (a nodeSelector that matches nothing, say) cannot make a
+// replacement unschedulable. Template changes reach members through
+// rollouts. When the target has fewer members than the cluster, the broken
+// member is simply removed.
 func (r *Reconciler) remediate(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	if len(s.broken) == 0 {
 		return ctrl.Result{}, false, nil
@@ -101,16 +121,28 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope) (ctrl.Result, bool
 		if s.etcd.health[b.id].ok() {
 			healthyOthers--
 		}
-		if !quorum.CanRemoveVoter(voters, healthyOthers) || !s.etcd.usable() {
+		if !s.etcd.usable() || !quorum.RemovalAllowed(voters, healthyOthers, s.desiredReplicas(), false) {
 			s.remediationHeld = fmt.Sprintf("member %s is broken (%s: %s) but replacing it would leave %d healthy of %d voters, below quorum %d",
 				b.member.Name, b.verdict.Reason, b.verdict.Detail, healthyOthers, voters-1, quorum.Size(voters-1))
 			log.Info("Quorum gate holds a replacement", "healthyOthers", healthyOthers, "voters", voters)
 			return ctrl.Result{RequeueAfter: requeueQuorumWait}, true, nil
 		}
 	}
-	log.Info("Replacing broken member", "detail", b.verdict.Detail)
-	r.event(s.cluster, corev1.EventTypeWarning, string(b.verdict.Reason), "ReplaceMember",
-		"Replacing member %s: %s", b.member.Name, b.verdict.Detail)
+	replace := len(s.counted()) <= s.desiredReplicas()
+	if replace && s.replacedBy[b.member.Name] == nil {
+		y, err := r.createMember(ctx, s, memberFrom(b.member))
+		if err != nil {
+			return ctrl.Result{}, true, err
+		}
+		s.replacedBy[b.member.Name] = y
+		log.Info("Created replacement member", "replacement", y.Name)
+	}
+	log.Info("Replacing broken member", "detail", b.verdict.Detail, "withReplacement", replace)
+	note := "Replacing member %s: %s"
+	if !replace {
+		note = "Removing member %s without a replacement (the target has fewer members): %s"
+	}
+	r.event(s.cluster, corev1.EventTypeWarning, string(b.verdict.Reason), "ReplaceMember", note, b.member.Name, b.verdict.Detail)
 	if err := r.Delete(ctx, b.member); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, true, fmt.Errorf("failed to delete broken EtcdMember %s: %w", b.member.Name, err)
 	}
@@ -132,27 +164,6 @@ func (r *Reconciler) unfence(ctx context.Context, s *scope) (bool, error) {
 	return true, r.setFenced(ctx, m, "")
 }
 
-// divergenceConfirmed says whether a disagreement may cost the member its
-// data: it is definitive, or it was first seen at least
-// DivergenceConfirmAfter ago. The first sighting is kept in memory only; an
-// operator restart starts the wait again, which errs on the side of keeping
-// the member. A full check (status and member list) that agrees forgets it.
-func (r *Reconciler) divergenceConfirmed(m *v1alpha1.EtcdMember, d remediation.Diverging, fullCheck bool, now time.Time) bool {
-	// The UID tells a re-created member of the same name from the old one.
-	key := m.Namespace + "/" + m.Name + "/" + string(m.UID)
-	if !d.Diverged() {
-		if fullCheck {
-			r.divergedSince.Delete(key)
-		}
-		return false
-	}
-	if d.Definitive {
-		return true
-	}
-	first, _ := r.divergedSince.LoadOrStore(key, now)
-	return now.Sub(first.(time.Time)) >= remediation.DivergenceConfirmAfter
-}
-
 // setFenced records why a member is out of client traffic; "" lets it back
 // in. The member controller turns it into the Pod's role label.
 func (r *Reconciler) setFenced(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
@@ -170,7 +181,7 @@ func (s *scope) othersHealthy(name string) bool {
 		if m.Name == name {
 			continue
 		}
-		em, ok := s.etcd.byPeerURL(s.peerURLs[m.Name])
+		em, ok := s.inEtcd(m)
 		if !ok || !s.podReady(m.Name) || !s.etcd.health[em.ID].ok() {
 			return false
 		}

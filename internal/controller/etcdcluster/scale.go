@@ -28,13 +28,12 @@ func (r *Reconciler) scaleUp(ctx context.Context, s *scope) (ctrl.Result, error)
 	if fresh, err := r.cacheIsBehind(ctx, s); err != nil || fresh {
 		return ctrl.Result{RequeueAfter: requeueSoon}, err
 	}
-	m, err := r.createMember(ctx, s, false)
+	from := len(s.counted())
+	m, err := r.createMember(ctx, s, newMember{template: s.cluster.Status.Observed.MemberTemplate})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ctrl.LoggerFrom(ctx).Info("Scaling up", "member", m.Name, "from", len(s.members), "to", s.desiredReplicas())
-	s.members = append(s.members, m)
-	s.peerURLs[m.Name] = r.peerURL(m)
+	ctrl.LoggerFrom(ctx).Info("Scaling up", "member", m.Name, "from", from, "to", s.desiredReplicas())
 	return r.completeAdd(ctx, s, m)
 }
 
@@ -59,49 +58,70 @@ func (r *Reconciler) cacheIsBehind(ctx context.Context, s *scope) (bool, error) 
 	return false, nil
 }
 
-// scaleDown removes the newest member. Leadership moves away from it first,
-// and the removal goes ahead only if the voters that remain keep a quorum of
-// the smaller membership. The member's finalizer does the etcd-side removal.
+// scaleDown removes one member, the one whose loss costs least (see
+// quorum.PickToRemove): a user who scales down to shed a broken member gets
+// exactly that. Leadership moves away from it first, and the removal goes
+// ahead only if the voters that remain keep a quorum of the smaller
+// membership. The member's finalizer does the etcd-side removal.
 func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, error) {
-	candidates := make([]quorum.Candidate, 0, len(s.members))
-	for _, m := range s.members {
-		candidates = append(candidates, quorum.Candidate{Name: m.Name, Created: m.CreationTimestamp.Time})
+	broken := map[string]bool{}
+	for _, b := range s.broken {
+		broken[b.member.Name] = true
 	}
-	pick, _ := quorum.PickNewest(candidates)
+	counted := s.counted()
+	candidates := make([]quorum.Candidate, 0, len(counted))
+	for _, m := range counted {
+		em, listed := s.inEtcd(m)
+		candidates = append(candidates, quorum.Candidate{
+			Name: m.Name, Created: m.CreationTimestamp.Time,
+			HoldsNothing: s.holdsNothing(m), Broken: broken[m.Name],
+			Learner: listed && em.IsLearner, Ready: s.memberReady(m),
+		})
+	}
+	pick, _ := quorum.PickToRemove(candidates)
 	var victim *v1alpha1.EtcdMember
-	for _, m := range s.members {
+	for _, m := range counted {
 		if m.Name == pick.Name {
 			victim = m
 		}
 	}
 	// The member being removed may itself be the one not ready (a learner
-	// that never caught up); every other member must be.
-	if notReady := r.notReadyMembers(s, victim.Name); len(notReady) > 0 {
-		s.setProgress(v1alpha1.ScalingDownReason, "waiting for %s before removing %s", strings.Join(notReady, ", "), victim.Name)
+	// that never caught up), and broken members are being dealt with; every
+	// other member must be ready.
+	var waitFor []string
+	for _, n := range r.notReadyMembers(s, victim.Name) {
+		if !broken[n] {
+			waitFor = append(waitFor, n)
+		}
+	}
+	if len(waitFor) > 0 {
+		s.setProgress(v1alpha1.ScalingDownReason, "waiting for %s before removing %s", strings.Join(waitFor, ", "), victim.Name)
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
-	em, listed := s.etcd.byPeerURL(r.peerURL(victim))
+	em, listed := s.inEtcd(victim)
 	if listed && !em.IsLearner {
 		if em.ID == s.etcd.leaderID() {
 			return r.moveLeaderAway(ctx, s, victim, em)
 		}
+		selfHealthy := s.etcd.health[em.ID].ok() && !broken[victim.Name]
 		healthyOthers := s.etcd.healthyVoters()
 		if s.etcd.health[em.ID].ok() {
 			healthyOthers--
 		}
 		voters := len(s.etcd.voters())
-		if !quorum.CanRemoveVoter(voters, healthyOthers) {
+		if !quorum.RemovalAllowed(voters, healthyOthers, s.desiredReplicas(), selfHealthy) {
 			s.setProgress(v1alpha1.WaitingForQuorumReason,
-				"removing %s would leave %d healthy of %d voters, below quorum %d", victim.Name, healthyOthers, voters-1, quorum.Size(voters-1))
+				"removing %s would leave %d healthy of %d voters, below quorum %d or a quorum of the target %d",
+				victim.Name, healthyOthers, voters-1, quorum.Size(voters-1), s.desiredReplicas())
 			return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
 		}
 	}
-	ctrl.LoggerFrom(ctx).Info("Scaling down", "member", victim.Name, "from", len(s.members), "to", s.desiredReplicas())
+	ctrl.LoggerFrom(ctx).Info("Scaling down", "member", victim.Name, "from", len(counted), "to", s.desiredReplicas())
 	if err := r.Delete(ctx, victim); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to delete EtcdMember %s: %w", victim.Name, err)
 	}
 	r.event(s.cluster, corev1.EventTypeNormal, "MemberRemoving", "RemoveMember",
-		"Removing member %s to scale from %d to %d", victim.Name, len(s.members), s.desiredReplicas())
+		"Removing member %s to scale from %d to %d", victim.Name, len(counted), s.desiredReplicas())
 	s.setProgress(v1alpha1.ScalingDownReason, "removing member %s", victim.Name)
 	return ctrl.Result{}, nil
 }

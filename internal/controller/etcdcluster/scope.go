@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -30,8 +31,14 @@ type scope struct {
 	etcd         etcdView
 	now          time.Time
 
-	// peerURLs maps member name to its deterministic peer URL.
+	// peerURLs maps member name to its peer URL, for every member including
+	// those being deleted.
 	peerURLs map[string]string
+	// nodes maps node name to the Node each member lives on, nil for a
+	// name no Node has.
+	nodes map[string]*corev1.Node
+	// replacedBy maps a member's name to the member created to replace it.
+	replacedBy map[string]*v1alpha1.EtcdMember
 	// reached records whether the pass began with the target reached.
 	reached bool
 	// broken are members self-heal judged beyond restarting.
@@ -40,10 +47,11 @@ type scope struct {
 	unfence []*v1alpha1.EtcdMember
 	// remediationHeld says why a broken member is not being replaced.
 	remediationHeld string
-	// terminal is set when the target can no longer be reached (a Reason).
-	terminal string
 	// progress is what the pass did or waits for, for the conditions.
 	progress progress
+	// phaseErrs are the failures of this pass's phases, each of which ran
+	// regardless of the others.
+	phaseErrs []error
 }
 
 type progress struct {
@@ -77,7 +85,7 @@ type memberHealth struct {
 	err    error
 }
 
-func (h memberHealth) ok() bool { return h.err == nil && len(h.status.Errors) == 0 }
+func (h memberHealth) ok() bool { return h.err == nil && h.status.Healthy() }
 
 // usable: etcd answered linearizably; membership may be changed.
 func (v etcdView) usable() bool { return v.inspected && v.err == nil }
@@ -135,19 +143,41 @@ func (v etcdView) leaderID() uint64 {
 	return 0
 }
 
-// peerURL is a member's deterministic peer URL.
+func (v etcdView) byID(id uint64) (etcd.Member, bool) {
+	for _, m := range v.list.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return etcd.Member{}, false
+}
+
+// inEtcd finds a member in etcd's list: by the ID latched from an earlier
+// list, and only while none is latched by its recorded peer URL.
+func (s *scope) inEtcd(m *v1alpha1.EtcdMember) (etcd.Member, bool) {
+	if m.Status.MemberID != "" {
+		if id, err := etcd.ParseMemberID(m.Status.MemberID); err == nil {
+			return s.etcd.byID(id)
+		}
+	}
+	return s.etcd.byPeerURL(s.peerURLs[m.Name])
+}
+
+// peerURL is a member's peer URL: the one recorded at its creation, or, for
+// a member created before URLs were recorded, the one its name gives.
 func (r *Reconciler) peerURL(m *v1alpha1.EtcdMember) string {
-	return v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)
+	return m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
 }
 
 func (r *Reconciler) clientURL(m *v1alpha1.EtcdMember) string {
-	return v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)
+	return m.OwnClientURL(v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
 }
 
 // newScope lists the cluster's members and Pods and, once the cluster has
 // formed, asks etcd for its membership and each member's status.
 func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster) (*scope, error) {
-	s := &scope{cluster: cluster, pods: map[string]*corev1.Pod{}, peerURLs: map[string]string{}, now: r.now()}
+	s := &scope{cluster: cluster, pods: map[string]*corev1.Pod{}, peerURLs: map[string]string{},
+		nodes: map[string]*corev1.Node{}, replacedBy: map[string]*v1alpha1.EtcdMember{}, now: r.now()}
 	var members v1alpha1.EtcdMemberList
 	sel := client.MatchingLabels{v1alpha1.ClusterLabel: cluster.Name}
 	if err := r.List(ctx, &members, client.InNamespace(cluster.Namespace), sel); err != nil {
@@ -188,11 +218,19 @@ func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster
 		}
 	}
 	sort.Strings(s.leftoverPods)
+	for _, m := range s.members {
+		if m.Spec.Replaces != "" && s.exists(m.Spec.Replaces) {
+			s.replacedBy[m.Spec.Replaces] = m
+		}
+	}
+	if err := r.observeNodes(ctx, s); err != nil {
+		return nil, err
+	}
 	if cluster.ClusterFormed() {
 		s.etcd = r.inspectEtcd(ctx, s)
 	}
-	s.reached = s.targetReached()
 	s.broken = r.assessMembers(s)
+	s.reached = s.targetReached()
 	return s, nil
 }
 
@@ -211,6 +249,58 @@ func (r *Reconciler) endpoints(s *scope) []string {
 		}
 	}
 	return append(voters, others...)
+}
+
+// observeNodes reads the Node of each member's Pod, or of the node the
+// member was last scheduled to when its Pod is gone or not placed.
+func (r *Reconciler) observeNodes(ctx context.Context, s *scope) error {
+	for _, m := range append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...) {
+		name := s.nodeOf(m)
+		if name == "" {
+			continue
+		}
+		if _, seen := s.nodes[name]; seen {
+			continue
+		}
+		n := &corev1.Node{}
+		err := r.Get(ctx, client.ObjectKey{Name: name}, n)
+		switch {
+		case apierrors.IsNotFound(err):
+			s.nodes[name] = nil
+		case err != nil:
+			return fmt.Errorf("failed to get Node %s: %w", name, err)
+		default:
+			s.nodes[name] = n
+		}
+	}
+	return nil
+}
+
+// nodeOf is the node a member lives on: its Pod's, or the one recorded.
+func (s *scope) nodeOf(m *v1alpha1.EtcdMember) string {
+	if p := s.pods[m.Name]; p != nil && p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	return m.Status.NodeName
+}
+
+// exists: the named member is live or being deleted.
+func (s *scope) exists(name string) bool {
+	_, ok := s.peerURLs[name]
+	return ok
+}
+
+// counted are the members that count towards the target: not being
+// deleted, and not being replaced by another (whose place they hold until
+// they leave).
+func (s *scope) counted() []*v1alpha1.EtcdMember {
+	var out []*v1alpha1.EtcdMember
+	for _, m := range s.members {
+		if s.replacedBy[m.Name] == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
@@ -268,22 +358,10 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
 	for i, m := range view.list.Members {
 		view.health[m.ID] = results[i]
 	}
-	if r.viewCheckDue(s) {
+	if r.memos.get(s.cluster).viewCheckDue(s.now) {
 		view.ownLists = ownMemberLists(ctx, c, view)
 	}
 	return view
-}
-
-// viewCheckDue rate-limits the per-member member-list reads: they are what
-// catches a member that answers but lives in another cluster, and are cheap,
-// but need not run on every pass.
-func (r *Reconciler) viewCheckDue(s *scope) bool {
-	key := s.cluster.UID
-	if last, ok := r.lastViewCheck.Load(key); ok && s.now.Sub(last.(time.Time)) < viewCheckInterval {
-		return false
-	}
-	r.lastViewCheck.Store(key, s.now)
-	return true
 }
 
 // ownMemberLists asks each started member for its own view of the membership.

@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,13 +10,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/owner"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 )
 
 // updateStatus computes every status field from the scope. It is the only
-// place conditions are set. observedGeneration moves only after a pass that
-// succeeded, so tools that wait on it never read a half-done pass as done.
-func updateStatus(s *scope, succeeded bool) {
+// place conditions are set. observedGeneration is set where the spec is
+// adopted (latchTarget), not here: it says which spec is the target, which a
+// failed step in a pass does not change.
+func updateStatus(s *scope) {
 	c := s.cluster
 	c.Status.Selector = v1alpha1.ClusterSelector(c.Name)
 	c.Status.Members, c.Status.ReadyMembers = memberSummaries(s)
@@ -26,9 +29,6 @@ func updateStatus(s *scope, succeeded bool) {
 	setProgressing(s)
 	setReady(s)
 	setKstatus(s)
-	if succeeded {
-		c.Status.ObservedGeneration = c.Generation
-	}
 	recordMetrics(s)
 }
 
@@ -37,7 +37,7 @@ func memberSummaries(s *scope) ([]v1alpha1.MemberSummary, int32) {
 	var ready int32
 	for _, m := range s.members {
 		sum := v1alpha1.MemberSummary{Name: m.Name, ID: m.Status.MemberID, Role: m.Status.Role, Version: m.Status.Version}
-		if em, ok := s.etcd.byPeerURL(s.peerURLs[m.Name]); ok {
+		if em, ok := s.inEtcd(m); ok {
 			sum.ID = em.IDString()
 			sum.Role = v1alpha1.MemberRoleVoter
 			if em.IsLearner {
@@ -78,9 +78,6 @@ func setAvailable(s *scope) {
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.PausedReason,
 			fmt.Sprintf("paused: member %s is dormant and its data is kept on PersistentVolumeClaim %s; set replicas to resume",
 				d.Name, v1alpha1.DataVolumeClaimName(d.Name)))
-	case s.terminal == v1alpha1.BootstrapFailedReason:
-		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrapFailedReason,
-			fmt.Sprintf("the cluster did not form within %s; delete and re-create the EtcdCluster", deadlineText(c)))
 	case !c.ClusterFormed():
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrappingReason,
 			"the seed member has not formed the cluster yet")
@@ -106,7 +103,7 @@ func setAvailable(s *scope) {
 func readyVoterPods(s *scope) int {
 	n := 0
 	for _, m := range s.members {
-		if em, ok := s.etcd.byPeerURL(s.peerURLs[m.Name]); ok && !em.IsLearner && s.podReady(m.Name) {
+		if em, ok := s.inEtcd(m); ok && !em.IsLearner && s.podReady(m.Name) {
 			n++
 		}
 	}
@@ -119,14 +116,17 @@ func progressReason(s *scope) (string, string) {
 	if s.progress.reason != "" {
 		return s.progress.reason, s.progress.message
 	}
-	desired := s.desiredReplicas()
+	desired, n := s.desiredReplicas(), len(s.counted())
 	switch {
 	case !s.cluster.ClusterFormed():
 		return v1alpha1.BootstrappingReason, "forming the cluster"
-	case len(s.members) < desired:
-		return v1alpha1.ScalingUpReason, fmt.Sprintf("%d of %d members", len(s.members), desired)
-	case len(s.members) > desired || len(s.deleting) > 0 || len(s.leftoverPods) > 0:
-		return v1alpha1.ScalingDownReason, fmt.Sprintf("%d members, target %d", len(s.members), desired)
+	case len(s.broken) > 0:
+		b := s.broken[0]
+		return v1alpha1.ReplacingMemberReason, fmt.Sprintf("member %s is broken (%s)", b.member.Name, b.verdict.Reason)
+	case n < desired:
+		return v1alpha1.ScalingUpReason, fmt.Sprintf("%d of %d members", n, desired)
+	case n > desired || len(s.deleting) > 0 || len(s.leftoverPods) > 0:
+		return v1alpha1.ScalingDownReason, fmt.Sprintf("%d members, target %d", n, desired)
 	case len(s.etcd.learners()) > 0:
 		return v1alpha1.PromotingLearnerReason, "a learner is catching up"
 	}
@@ -135,13 +135,15 @@ func progressReason(s *scope) (string, string) {
 
 func setProgressing(s *scope) {
 	switch {
-	case s.terminal != "":
-		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, s.terminal, terminalMessage(s))
 	case s.reached && specMatchesObserved(s.cluster) && s.desiredReplicas() == 0:
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.PausedReason, "paused at replicas 0")
 	case s.reached && specMatchesObserved(s.cluster):
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason,
 			fmt.Sprintf("%d of %d members ready", len(s.members), s.desiredReplicas()))
+	case deadlinePassed(s):
+		// As a Deployment reports it: no longer progressing within its
+		// deadline, while the work goes on.
+		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.DeadlineExceededReason, stalledMessage(s))
 	default:
 		reason, msg := progressReason(s)
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionTrue, reason, msg)
@@ -150,11 +152,15 @@ func setProgressing(s *scope) {
 
 // setReady: the cluster is exactly what the spec asks for and nothing is in
 // flight. A 3-member cluster with only its seed up is Available, not Ready.
+// A step that failed this pass keeps it from Ready: the cluster is not what
+// the spec asks for while, say, its client Service belongs to someone else.
 func setReady(s *scope) {
 	available := meta.IsStatusConditionTrue(s.cluster.Status.Conditions, v1alpha1.AvailableCondition)
+	if reason, msg, failed := phaseFailure(s); failed {
+		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+		return
+	}
 	switch {
-	case s.terminal != "":
-		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, s.terminal, terminalMessage(s))
 	case s.reached && specMatchesObserved(s.cluster) && s.desiredReplicas() == 0:
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.PausedReason,
 			"paused at replicas 0, as the spec asks")
@@ -163,29 +169,57 @@ func setReady(s *scope) {
 			fmt.Sprintf("%d of %d members ready voters", len(s.members), s.desiredReplicas()))
 	default:
 		reason, msg := progressReason(s)
-		if s.reached && !specMatchesObserved(s.cluster) {
-			msg = "adopting the new spec"
-		}
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg)
 	}
 }
 
-// setKstatus derives Reconciling and Stalled from Ready, so that kstatus
-// readers and kubectl wait --for=condition=Ready agree on "done".
+// phaseFailure names the first failed step of the pass, if any. An object
+// the cluster needs that belongs to someone else is bad input, reported as
+// such; anything else is an error the next pass retries.
+func phaseFailure(s *scope) (string, string, bool) {
+	for _, err := range s.phaseErrs {
+		var notOwned *owner.NotOwnedError
+		if errors.As(err, &notOwned) {
+			return v1alpha1.ObjectNotOwnedReason, fmt.Sprintf("%v; delete or rename it so the operator can create its own", notOwned), true
+		}
+	}
+	if len(s.phaseErrs) > 0 {
+		return v1alpha1.ReconcileErrorReason, s.phaseErrs[0].Error(), true
+	}
+	return "", "", false
+}
+
+// setKstatus derives Reconciling and Stalled from Ready and the deadline, so
+// that kstatus readers and kubectl wait --for=condition=Ready agree on
+// "done". Stalled is a report that clears itself: nothing here stops work.
 func setKstatus(s *scope) {
 	ready := meta.FindStatusCondition(s.cluster.Status.Conditions, v1alpha1.ReadyCondition)
 	switch {
-	case s.terminal != "":
-		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, s.terminal, ready.Message)
-		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionTrue, s.terminal, ready.Message)
 	case ready.Status == metav1.ConditionTrue:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
+	case ready.Reason == v1alpha1.ObjectNotOwnedReason:
+		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, ready.Reason, ready.Message)
+		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionTrue, ready.Reason, ready.Message)
+	case deadlinePassed(s):
+		msg := stalledMessage(s)
+		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, v1alpha1.DeadlineExceededReason, msg)
+		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionTrue, v1alpha1.DeadlineExceededReason, msg)
 	default:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, ready.Reason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionFalse, v1alpha1.WithinDeadlineReason,
 			"working towards the target; the progress deadline has not passed")
 	}
+}
+
+// stalledMessage says what the target is and what it is stuck on.
+func stalledMessage(s *scope) string {
+	_, doing := progressReason(s)
+	what := fmt.Sprintf("the target of %d members was not reached", s.desiredReplicas())
+	if !s.cluster.ClusterFormed() {
+		what = "the cluster did not form"
+	}
+	return fmt.Sprintf("%s within %s; still working on it: %s", what, deadlineText(s.cluster), doing)
 }
 
 // setVersionsAligned reports whether every member runs the same etcd.
@@ -235,14 +269,6 @@ func setMembersHealthy(s *scope) {
 		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionTrue, v1alpha1.AllMembersHealthyReason,
 			"no member is broken")
 	}
-}
-
-func terminalMessage(s *scope) string {
-	if s.terminal == v1alpha1.BootstrapFailedReason {
-		return fmt.Sprintf("the cluster did not form within %s; delete and re-create the EtcdCluster", deadlineText(s.cluster))
-	}
-	return fmt.Sprintf("the target of %d members was not reached within %s; edit the spec to try again",
-		s.desiredReplicas(), deadlineText(s.cluster))
 }
 
 func deadlineText(c *v1alpha1.EtcdCluster) string {

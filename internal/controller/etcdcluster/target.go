@@ -11,40 +11,26 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 )
 
-// latchTarget implements the locking pattern: the operator works towards
-// status.observed, not spec. A new spec is adopted only once the current
-// target is reached, or once its deadline has passed: a replica edit in the
-// middle of a bootstrap or a scale would otherwise leave etcd's membership and
-// the members' --initial-cluster disagreeing.
+// latchTarget adopts the spec as the target the pass works towards
+// (status.observed), on every pass and whatever state the cluster is in: an
+// edit made to shed a broken member or to give an OOM-killed one more memory
+// must take effect now, not once the cluster is healthy again. What is
+// half-done when the target changes is made consistent by the membership
+// step itself: a member being added is finished, or removed if the new
+// target has no room for it, and nothing is ever reversed half-way through
+// an etcd call. observedGeneration records the generation adopted.
 func (r *Reconciler) latchTarget(_ context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
 	if c.Status.ClusterToken == "" {
 		c.Status.ClusterToken = v1alpha1.ClusterToken(c)
 	}
-	if c.Status.Observed == nil {
-		r.adoptSpec(s)
-		return ctrl.Result{}, nil
-	}
-	changed := !specMatchesObserved(c)
-	reached := s.reached
 	switch {
-	case reached && changed:
+	case c.Status.Observed == nil || !specMatchesObserved(c):
 		r.adoptSpec(s)
-	case reached:
+	case s.reached:
 		c.Status.ProgressDeadline = nil
-	case deadlinePassed(s):
-		switch {
-		case !c.ClusterFormed():
-			// Without a cluster ID no member may be trusted with "existing",
-			// and the seed's "new" may already have run: starting over on
-			// this object could split-brain, so bootstrap failure is final.
-			s.terminal = v1alpha1.BootstrapFailedReason
-		case changed:
-			r.adoptSpec(s)
-		default:
-			s.terminal = v1alpha1.DeadlineExceededReason
-		}
 	}
+	c.Status.ObservedGeneration = c.Generation
 	return ctrl.Result{}, nil
 }
 
@@ -78,9 +64,21 @@ func specMatchesObserved(c *v1alpha1.EtcdCluster) bool {
 	return equality.Semantic.DeepEqual(*want, o.MemberTemplate)
 }
 
+// deadlinePassed: the target is not reached and its progress deadline has
+// passed. It is a report, never a reason to stop working.
 func deadlinePassed(s *scope) bool {
 	d := s.cluster.Status.ProgressDeadline
-	return d != nil && !s.now.Before(d.Time)
+	return !s.reached && d != nil && !s.now.Before(d.Time)
+}
+
+// untilDeadline is when to look again so that a deadline passing is noticed
+// without any other event: nothing in Kubernetes announces it.
+func untilDeadline(s *scope) ctrl.Result {
+	d := s.cluster.Status.ProgressDeadline
+	if s.reached || d == nil || !s.now.Before(d.Time) {
+		return ctrl.Result{}
+	}
+	return ctrl.Result{RequeueAfter: d.Sub(s.now) + time.Second/10}
 }
 
 // targetReached reports whether the cluster is exactly the latched target:
@@ -91,8 +89,9 @@ func (s *scope) targetReached() bool {
 		return len(s.deleting) == 0 && s.pausedReached()
 	}
 	// A removed member's Pod is still shutting down: the cluster is not yet
-	// what the spec asks for, and it still shows in kubectl get pods.
-	if len(s.deleting) > 0 || len(s.leftoverPods) > 0 || len(s.members) != desired {
+	// what the spec asks for, and it still shows in kubectl get pods. A
+	// member judged broken is not what it asks for either, ready or not.
+	if len(s.deleting) > 0 || len(s.leftoverPods) > 0 || len(s.members) != desired || len(s.broken) > 0 {
 		return false
 	}
 	if !s.cluster.ClusterFormed() || !s.etcd.usable() || len(s.etcd.learners()) > 0 {
@@ -118,6 +117,6 @@ func (s *scope) memberReady(m *v1alpha1.EtcdMember) bool {
 	if m.Pending() || m.Spec.Dormant || !s.podReady(m.Name) || !s.etcd.usable() {
 		return false
 	}
-	em, ok := s.etcd.byPeerURL(s.peerURLs[m.Name])
+	em, ok := s.inEtcd(m)
 	return ok && em.Name != ""
 }

@@ -3,6 +3,7 @@ package etcdmember
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 const (
 	requeueRemoval = 2 * time.Second
 	removalTimeout = 10 * time.Second
+	statusTimeout  = 2 * time.Second
 )
 
 // finalize removes a deleted member from etcd before letting it go. It is the
@@ -81,7 +83,7 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 		}
 		others++
 		if s.Status.PodName != "" && !s.Pending() {
-			endpoints = append(endpoints, v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))
+			endpoints = append(endpoints, s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain)))
 		}
 	}
 	if others == 0 {
@@ -102,26 +104,29 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 	if err != nil {
 		return false, fmt.Sprintf("cannot list etcd members: %v", err), nil
 	}
-	self, found := findSelf(list, m, v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
+	self, found := findSelf(list, m, m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)))
 	if !found {
 		return true, "", nil
 	}
 	if !self.IsLearner {
+		healthy := healthyVoters(ctx, c, list)
 		voters, healthyOthers := 0, 0
 		for _, v := range list.Members {
 			if v.IsLearner {
 				continue
 			}
 			voters++
-			if v.ID != self.ID && len(v.ClientURLs) > 0 {
-				if st, err := c.Status(ctx, v.ClientURLs[0]); err == nil && len(st.Errors) == 0 {
-					healthyOthers++
-				}
+			if v.ID != self.ID && healthy[v.ID] {
+				healthyOthers++
 			}
 		}
-		if !quorum.CanRemoveVoter(voters, healthyOthers) {
-			return false, fmt.Sprintf("removing it would leave %d healthy of %d voters, below quorum %d",
-				healthyOthers, voters-1, quorum.Size(voters-1)), nil
+		target := int(cluster.DesiredReplicas())
+		if cluster.Status.Observed != nil {
+			target = int(cluster.Status.Observed.Replicas)
+		}
+		if !quorum.RemovalAllowed(voters, healthyOthers, target, healthy[self.ID]) {
+			return false, fmt.Sprintf("removing it would leave %d healthy of %d voters, below quorum %d or a quorum of the target %d",
+				healthyOthers, voters-1, quorum.Size(voters-1), target), nil
 		}
 	}
 	if _, err := c.MemberRemove(ctx, self.ID); err != nil {
@@ -139,6 +144,33 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 			"Removed member %s (%s) from etcd", m.Name, self.IDString())
 	}
 	return true, "", nil
+}
+
+// healthyVoters asks every started voter for its status at once, each with
+// its own short deadline: a member on a lost node does not answer at all,
+// and must not use up the time the removal itself needs.
+func healthyVoters(ctx context.Context, c etcd.Client, list etcd.MemberList) map[uint64]bool {
+	results := make([]bool, len(list.Members))
+	var wg sync.WaitGroup
+	for i, v := range list.Members {
+		if v.IsLearner || len(v.ClientURLs) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			callCtx, cancel := context.WithTimeout(ctx, statusTimeout)
+			defer cancel()
+			st, err := c.Status(callCtx, v.ClientURLs[0])
+			results[i] = err == nil && st.Healthy()
+		}()
+	}
+	wg.Wait()
+	out := map[uint64]bool{}
+	for i, v := range list.Members {
+		out[v.ID] = results[i]
+	}
+	return out
 }
 
 func findSelf(list etcd.MemberList, m *v1alpha1.EtcdMember, peerURL string) (etcd.Member, bool) {

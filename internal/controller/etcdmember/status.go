@@ -27,6 +27,11 @@ func updateStatus(m *v1alpha1.EtcdMember, obs observation) {
 		}
 		m.Status.PodName = obs.pod.Name
 		m.Status.PodUID = obs.pod.UID
+		// Kept when the Pod goes: a member whose volume is bound to a node
+		// lives there even while it has no Pod.
+		if obs.pod.Spec.NodeName != "" {
+			m.Status.NodeName = obs.pod.Spec.NodeName
+		}
 	}
 	if obs.version != "" {
 		m.Status.Version = obs.version

@@ -1,0 +1,92 @@
+package etcdcluster
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/remediation"
+)
+
+// memo is what the controller keeps in memory between passes of one
+// cluster: nothing a decision can lose safely is persisted, and what is kept
+// here errs on the side of keeping members when it is lost (an operator
+// restart starts every wait again).
+type memo struct {
+	mu  sync.Mutex
+	uid types.UID
+	// lastViewCheck is when members' own member lists were last read.
+	lastViewCheck time.Time
+	// sightings maps a member (memberKey) to a disagreement with the
+	// quorum first seen on one aspect of its view.
+	sightings map[string]*remediation.Sighting
+}
+
+// memos holds one memo per cluster, dropped when the cluster goes.
+type memos struct{ m sync.Map }
+
+// get returns the memo of a cluster, a fresh one if the object was
+// re-created under the same name.
+func (ms *memos) get(c *v1alpha1.EtcdCluster) *memo {
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	v, _ := ms.m.LoadOrStore(key, &memo{uid: c.UID, sightings: map[string]*remediation.Sighting{}})
+	mm := v.(*memo)
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	if mm.uid != c.UID {
+		mm.uid, mm.lastViewCheck, mm.sightings = c.UID, time.Time{}, map[string]*remediation.Sighting{}
+	}
+	return mm
+}
+
+func (ms *memos) forget(key types.NamespacedName) { ms.m.Delete(key) }
+
+// len is the number of clusters remembered, for tests.
+func (ms *memos) len() int {
+	n := 0
+	ms.m.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// viewCheckDue rate-limits the per-member member-list reads and records
+// that one is made now.
+func (mm *memo) viewCheckDue(now time.Time) bool {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	if !mm.lastViewCheck.IsZero() && now.Sub(mm.lastViewCheck) < viewCheckInterval {
+		return false
+	}
+	mm.lastViewCheck = now
+	return true
+}
+
+// confirm carries a member's first sighting forward (remediation.Confirm)
+// and drops those of members that no longer exist.
+func (mm *memo) confirm(m *v1alpha1.EtcdMember, d remediation.Diverging, seen remediation.Observed, now time.Time) bool {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	key := memberKey(m)
+	next, confirmed := remediation.Confirm(mm.sightings[key], d, seen, now)
+	if next == nil {
+		delete(mm.sightings, key)
+	} else {
+		mm.sightings[key] = next
+	}
+	return confirmed
+}
+
+// memberKey tells a re-created member of the same name from the old one.
+func memberKey(m *v1alpha1.EtcdMember) string { return m.Name + "/" + string(m.UID) }
+
+// keepOnly forgets the sightings of members not in live (by memberKey).
+func (mm *memo) keepOnly(live map[string]bool) {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	for uid := range mm.sightings {
+		if !live[uid] {
+			delete(mm.sightings, uid)
+		}
+	}
+}
