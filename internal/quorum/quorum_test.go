@@ -63,7 +63,7 @@ func TestPickToRemove(t *testing.T) {
 	}{
 		{"newest first, then the greater name", []Candidate{ready("a", t0), ready("c", t0.Add(time.Second)), ready("b", t0.Add(time.Second)), ready("d", t0)}, "c"},
 		{"a member that holds nothing before a newer ready one", []Candidate{ready("a", t0.Add(time.Hour)), {Name: "p", Created: t0, HoldsNothing: true}}, "p"},
-		{"a broken member before newer healthy ones", []Candidate{{Name: "x", Created: t0, Broken: true}, ready("y", t0.Add(time.Hour)), ready("z", t0.Add(2 * time.Hour))}, "x"},
+		{"a broken member before newer healthy ones", []Candidate{{Name: "x", Created: t0, Broken: true}, ready("y", t0.Add(time.Hour)), ready("z", t0.Add(2*time.Hour))}, "x"},
 		{"holding nothing beats broken", []Candidate{{Name: "x", Created: t0.Add(time.Hour), Broken: true}, {Name: "p", Created: t0, HoldsNothing: true}}, "p"},
 		{"a learner before a voter", []Candidate{ready("v", t0.Add(time.Hour)), {Name: "l", Created: t0, Learner: true, Ready: true}}, "l"},
 		{"a not-ready voter before a ready one", []Candidate{ready("v", t0.Add(time.Hour)), {Name: "n", Created: t0}}, "n"},
