@@ -168,6 +168,7 @@ func (h *harness) setMemberStatus(m *v1alpha1.EtcdMember, id string, role v1alph
 	h.t.Helper()
 	m = h.member(m.Name)
 	m.Status.MemberID, m.Status.Role = id, role
+	m.Status.PodName = m.Name
 	h.g.Expect(h.c.Status().Update(context.Background(), m)).To(Succeed())
 }
 

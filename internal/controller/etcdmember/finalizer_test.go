@@ -16,6 +16,7 @@ import (
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
@@ -136,4 +137,31 @@ func TestFinalizer_TakesTheMemberOutOfClientTrafficFirst(t *testing.T) {
 	f.g.Expect(f.gone("demo-c")).To(BeFalse())
 	f.g.Expect(f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "demo-c"}, p)).To(Succeed())
 	f.g.Expect(p.Labels).NotTo(HaveKey(v1alpha1.RoleLabel), "the client Service must not route to a member on its way out")
+}
+
+func TestFinalizer_AHealthyMemberWaitsForAQuorumOfTheTarget(t *testing.T) {
+	// Two voters of a three-member cluster (the third was removed, broken,
+	// and its replacement is still joining): giving up a healthy one now
+	// would leave a single voter.
+	f := newFixture(t, false, "demo-a", "demo-b")
+	f.deleteAndReconcile("demo-a")
+	f.g.Expect(f.etcd.Removed).To(BeEmpty())
+	f.g.Expect(f.gone("demo-a")).To(BeFalse())
+}
+
+func TestFinalizer_ABrokenMemberLeavesWhateverTheTarget(t *testing.T) {
+	f := newFixture(t, false, "demo-a", "demo-b")
+	a := f.etcd.Members()[0]
+	f.etcd.SetEndpointError(v1alpha1.ClientURL("demo-a", "demo", ns, domain), etcdfake.ErrUnreachable)
+	f.deleteAndReconcile("demo-a")
+	f.g.Expect(f.etcd.Removed).To(Equal([]uint64{a.ID}), "a dead voter adds nothing to the quorum")
+	f.g.Expect(f.gone("demo-a")).To(BeTrue())
+}
+
+func TestFinalizer_AMemberThatSeesNoLeaderIsNotCountedHealthy(t *testing.T) {
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	b := f.etcd.Members()[1]
+	f.etcd.SetStatus(v1alpha1.ClientURL("demo-b", "demo", ns, domain), etcd.EndpointStatus{MemberID: b.ID, ClusterID: etcdfake.DefaultClusterID})
+	f.deleteAndReconcile("demo-c")
+	f.g.Expect(f.etcd.Removed).To(BeEmpty(), "demo-b answers but follows no leader")
 }
