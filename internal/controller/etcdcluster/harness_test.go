@@ -8,10 +8,12 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,10 +46,17 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	// Only the kinds the controller touches: the fake client builds a REST
+	// mapper of the whole scheme on every write, which for client-go's full
+	// scheme dominates the state-space test's time.
 	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
+	_ = corev1.AddToScheme(scheme)
+	_ = policyv1.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	c := fakeclient.NewClientBuilder().WithScheme(scheme).
+	// A plain tracker: the default one keeps managed fields, at a cost per
+	// write that dominates the state-space test, and nothing here applies.
+	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
+	c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).
 		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdMember{}).Build()
 	h := &harness{t: t, g: NewWithT(t), c: c, etcd: etcdfake.New(), now: time.Unix(1_700_000_000, 0), events: events.NewFakeRecorder(100)}
 	h.r = &Reconciler{Client: c, APIReader: c, Dialer: h.etcd, ClusterDomain: testDomain, Recorder: h.events,

@@ -113,10 +113,14 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		s.setProgress(v1alpha1.EtcdUnreachableReason, "%v", s.etcd.err)
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
+	// Finishing such an add only lets the learner's Pod start; it is not
+	// a membership change, so self-heal still runs in the same pass.
 	for _, m := range s.members {
 		if _, listed := s.inEtcd(m); listed && m.Pending() {
 			s.setProgress(v1alpha1.ScalingUpReason, "starting learner %s", m.Name)
-			return ctrl.Result{}, r.setInitialCluster(ctx, m, initialClusterFrom(s.etcd.list))
+			if err := r.setInitialCluster(ctx, m, initialClusterFrom(s.etcd.list)); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 	}
 	if res, acted, err := r.remediate(ctx, s); acted || err != nil {
@@ -324,7 +328,7 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, learner etcd.Member)
 	}
 	if !s.podReady(m.Name) || learner.Name == "" {
 		s.setProgress(v1alpha1.ScalingUpReason, "waiting for learner %s to start", m.Name)
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
 	s.setProgress(v1alpha1.PromotingLearnerReason, "promoting learner %s", m.Name)
 	_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {

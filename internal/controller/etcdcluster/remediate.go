@@ -175,13 +175,16 @@ func (r *Reconciler) setFenced(ctx context.Context, m *v1alpha1.EtcdMember, why 
 	return nil
 }
 
-// othersHealthy: every member but the named one is ready and answering.
+// othersHealthy: every other voter is ready and answering, so a member that
+// stands out is the problem rather than a symptom of a wider outage.
+// Learners do not count: one catching up, or never started, says nothing
+// about the network the voters share.
 func (s *scope) othersHealthy(name string) bool {
 	for _, m := range s.members {
-		if m.Name == name {
+		em, ok := s.inEtcd(m)
+		if m.Name == name || (ok && em.IsLearner) || s.holdsNothing(m) {
 			continue
 		}
-		em, ok := s.inEtcd(m)
 		if !ok || !s.podReady(m.Name) || !s.etcd.health[em.ID].ok() {
 			return false
 		}
