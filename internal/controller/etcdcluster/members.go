@@ -314,7 +314,11 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, learner etcd.Member)
 	if m == nil {
 		// A learner no EtcdMember accounts for can only be the remains of an
 		// interrupted add whose member was deleted; it holds no data anyone
-		// relies on, and it blocks further adds.
+		// relies on, and it blocks further adds. The cache may simply not
+		// have seen its member yet, so the API server has the last word.
+		if owned, err := r.learnerOwned(ctx, s, learner); err != nil || owned {
+			return ctrl.Result{RequeueAfter: requeueSoon}, err
+		}
 		ctrl.LoggerFrom(ctx).Info("Removing a learner no member owns", "memberID", learner.IDString())
 		if _, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
 			l, err := c.MemberRemove(ctx, learner.ID)
@@ -350,6 +354,22 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, learner etcd.Member)
 	// Nothing in Kubernetes changes on a promotion, so look again shortly to
 	// record the new role and move on.
 	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+}
+
+// learnerOwned: a member the API server has, live or leaving, accounts
+// for the learner, by its latched ID or its recorded peer URL.
+func (r *Reconciler) learnerOwned(ctx context.Context, s *scope, learner etcd.Member) (bool, error) {
+	live, err := r.liveMembers(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	for i := range live {
+		m := &live[i]
+		if m.Status.MemberID == learner.IDString() || contains(learner.PeerURLs, r.peerURL(m)) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (r *Reconciler) memberFor(s *scope, em etcd.Member) *v1alpha1.EtcdMember {

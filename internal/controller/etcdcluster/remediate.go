@@ -130,6 +130,11 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope) (ctrl.Result, bool
 	}
 	replace := len(s.counted()) <= s.desiredReplicas()
 	if replace && s.replacedBy[b.member.Name] == nil {
+		// The cache can trail the replacement an earlier pass created; a
+		// second one would add two members for one.
+		if exists, err := r.replacementExists(ctx, s, b.member.Name); err != nil || exists {
+			return ctrl.Result{RequeueAfter: requeueSoon}, true, err
+		}
 		y, err := r.createMember(ctx, s, memberFrom(b.member))
 		if err != nil {
 			return ctrl.Result{}, true, err
@@ -149,6 +154,21 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope) (ctrl.Result, bool
 	metrics.MemberReplaced(s.cluster.Namespace, s.cluster.Name, string(b.member.UID), string(b.verdict.Reason))
 	s.setProgress(v1alpha1.ReplacingMemberReason, "replacing %s (%s)", b.member.Name, b.verdict.Reason)
 	return ctrl.Result{}, true, nil
+}
+
+// replacementExists asks the API server itself whether a live member
+// replaces the named one.
+func (r *Reconciler) replacementExists(ctx context.Context, s *scope, name string) (bool, error) {
+	live, err := r.liveMembers(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range live {
+		if m.Spec.Replaces == name && m.DeletionTimestamp.IsZero() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // unfence returns a member to client traffic once a full check finds its view

@@ -38,10 +38,9 @@ func (r *Reconciler) scaleUp(ctx context.Context, s *scope) (ctrl.Result, error)
 }
 
 func (r *Reconciler) cacheIsBehind(ctx context.Context, s *scope) (bool, error) {
-	var live v1alpha1.EtcdMemberList
-	if err := r.APIReader.List(ctx, &live, client.InNamespace(s.cluster.Namespace),
-		client.MatchingLabels{v1alpha1.ClusterLabel: s.cluster.Name}); err != nil {
-		return false, fmt.Errorf("failed to list EtcdMembers of %s: %w", s.cluster.Name, err)
+	live, err := r.liveMembers(ctx, s)
+	if err != nil {
+		return false, err
 	}
 	known := map[string]bool{}
 	for _, m := range s.members {
@@ -50,12 +49,29 @@ func (r *Reconciler) cacheIsBehind(ctx context.Context, s *scope) (bool, error) 
 	for _, m := range s.deleting {
 		known[m.Name] = true
 	}
-	for _, m := range live.Items {
-		if !known[m.Name] && isControlledBy(&m, s.cluster) {
+	for _, m := range live {
+		if !known[m.Name] {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// liveMembers lists the cluster's members from the API server itself, past
+// the cache, for the decisions a stale read could make twice.
+func (r *Reconciler) liveMembers(ctx context.Context, s *scope) ([]v1alpha1.EtcdMember, error) {
+	var live v1alpha1.EtcdMemberList
+	if err := r.APIReader.List(ctx, &live, client.InNamespace(s.cluster.Namespace),
+		client.MatchingLabels{v1alpha1.ClusterLabel: s.cluster.Name}); err != nil {
+		return nil, fmt.Errorf("failed to list EtcdMembers of %s: %w", s.cluster.Name, err)
+	}
+	out := live.Items[:0]
+	for _, m := range live.Items {
+		if isControlledBy(&m, s.cluster) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // scaleDown removes one member, the one whose loss costs least (see
