@@ -66,7 +66,25 @@ cluster-status: $(LOCALCLUSTER) ## Show the local cluster's components and healt
 ##@ Test
 
 .PHONY: test
-test: verify-generated lint helm-lint check-rules test-unit test-envtest test-lifecycle test-e2e test-demo ## Everything CI runs: fast checks first, then the tests.
+test: check-large-files verify-generated lint helm-lint check-rules test-unit test-envtest test-lifecycle test-e2e test-demo ## Everything CI runs: fast checks first, then the tests.
+
+# Every file in the index counts, committed or only staged: a clone fetches
+# each one forever, so a build output or a data dump must not get in. No
+# tracked file needs more (the largest, the EtcdCluster CRD, is about 200 kB).
+MAX_FILE_BYTES := 1048576
+
+.PHONY: check-large-files
+check-large-files: ## Fail if a tracked file is over MAX_FILE_BYTES (1 MiB).
+	@large="$$(git ls-files --format='%(objectname) %(path)' | \
+	  git cat-file --batch-check='%(objectsize) %(rest)' | \
+	  awk -v max=$(MAX_FILE_BYTES) '$$1 > max')"; \
+	if [ -n "$$large" ]; then \
+	  echo "error: these tracked files are over $(MAX_FILE_BYTES) bytes (size in bytes, path);"; \
+	  echo "remove them from the index (git rm --cached) and, if they are build outputs, add them to .gitignore:"; \
+	  echo "$$large" | sed 's/^/  /'; \
+	  exit 1; \
+	fi; \
+	echo "no tracked file is over $(MAX_FILE_BYTES) bytes"
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).

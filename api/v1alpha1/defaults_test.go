@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 )
@@ -36,26 +38,32 @@ func TestMinimumStorageSizeMatchesCELRule(t *testing.T) {
 	g.Expect(string(src)).To(ContainSubstring(`message="storage.size must be at least ` + v1alpha1.MinimumStorageSize.String() + `:`))
 }
 
+// Each of the four inputs alone turns the seed's "new" into "existing".
 func TestInitialClusterState(t *testing.T) {
 	cases := []struct {
 		name          string
 		bootstrap     bool
 		memberID      string
 		clusterFormed bool
+		booted        bool
 		want          string
 	}{
-		{"seed before the cluster forms", true, "", false, "new"},
-		{"seed after the cluster formed", true, "", true, "existing"},
-		{"seed with its ID latched", true, "8e9e05c52164694d", false, "existing"},
-		{"seed, formed and latched", true, "8e9e05c52164694d", true, "existing"},
-		{"joiner before the cluster forms", false, "", false, "existing"},
-		{"joiner after", false, "", true, "existing"},
+		{"seed before the cluster forms", true, "", false, false, "new"},
+		{"seed after the cluster formed", true, "", true, false, "existing"},
+		{"seed with its ID latched", true, "8e9e05c52164694d", false, false, "existing"},
+		{"seed that has been seen ready", true, "", false, true, "existing"},
+		{"seed, formed, latched and booted", true, "8e9e05c52164694d", true, true, "existing"},
+		{"joiner before the cluster forms", false, "", false, false, "existing"},
+		{"joiner after", false, "", true, false, "existing"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &v1alpha1.EtcdMember{}
 			m.Spec.Bootstrap = tc.bootstrap
 			m.Status.MemberID = tc.memberID
+			if tc.booted {
+				m.Status.FirstReadyTime = &metav1.Time{Time: time.Unix(1_700_000_000, 0)}
+			}
 			NewWithT(t).Expect(v1alpha1.InitialClusterState(m, tc.clusterFormed)).To(Equal(tc.want))
 		})
 	}

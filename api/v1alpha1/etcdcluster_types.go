@@ -112,9 +112,13 @@ type EtcdClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Available, Ready, Progressing, MembersHealthy,
-	// VersionsAligned, and the kstatus pair Reconciling and Stalled. See the
-	// condition constants in this package for their reasons.
+	// Conditions, each written on every pass: Available (a quorum of voters
+	// is healthy and the client Service has a ready voter), Ready (every
+	// desired member is a ready voter and nothing is in flight), Progressing
+	// (working towards the adopted target), MembersHealthy (no member is
+	// broken beyond restarting), VersionsAligned (every member runs the same
+	// etcd), and the kstatus pair Reconciling and Stalled. The reasons of
+	// each are listed in api/v1alpha1/etcdcluster_conditions.go.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

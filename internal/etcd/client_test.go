@@ -169,7 +169,6 @@ func TestLearnerLifecycle(t *testing.T) {
 	learner, _, err := c.MemberAddAsLearner(ctx, []string{m2.peerURL})
 	g.Expect(err).NotTo(HaveOccurred())
 	m2.start(t, memberOpts{initialCluster: []string{initialClusterEntry(m1)}})
-	joined := time.Now()
 	g.Expect(m2.id()).To(Equal(learner.ID))
 
 	st, err := c.Status(ctx, m2.clientURL)
@@ -201,16 +200,6 @@ func TestLearnerLifecycle(t *testing.T) {
 		}
 		return err
 	}).WithTimeout(10 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
-
-	// etcd refuses reconfigurations until the new voter has been connected
-	// for its 5s health interval. Only assert it while we are surely inside
-	// that window, so a slow machine cannot turn this into a flake.
-	_, _, err = c.MemberAddAsLearner(ctx, []string{freeURL(t)})
-	if time.Since(joined) < 4*time.Second {
-		g.Expect(classify(err)).To(Equal([]string{"Unavailable", "UnhealthyCluster"}), "add right after promote: %v", err)
-	} else {
-		t.Logf("skipped the unhealthy-add assertion: promotion took %v", time.Since(joined))
-	}
 
 	g.Expect(both.MoveLeader(ctx, m2.id())).To(Succeed())
 	st, err = c.Status(ctx, m1.clientURL)
@@ -335,13 +324,16 @@ func TestUnreachable(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testCtx(t)
 	dead := freeURL(t) // nothing listens here
-	const callTimeout = 2 * time.Second
 
-	start := time.Now()
-	c := dial(t, []string{dead}, etcd.WithCallTimeout(callTimeout))
-	g.Expect(time.Since(start)).To(BeNumerically("<", time.Second), "Dial must not wait for the endpoint")
+	// Dial does not wait for the endpoint: nothing listens there, so a Dial
+	// that waited for a connection could only end in an error.
+	c, err := etcd.NewDialer().Dial(ctx, []string{dead})
+	g.Expect(err).NotTo(HaveOccurred(), "Dial must not wait for the endpoint")
+	t.Cleanup(func() { _ = c.Close() })
 
-	// Calls aimed at one endpoint fail as soon as the connection is refused.
+	// Calls aimed at one endpoint fail as soon as the connection is refused:
+	// with the connection error, not at their deadline, which would surface
+	// as context.DeadlineExceeded.
 	single := map[string]func() error{
 		"Status":       func() error { _, err := c.Status(ctx, dead); return err },
 		"MemberListAt": func() error { _, err := c.MemberListAt(ctx, dead); return err },
@@ -349,22 +341,22 @@ func TestUnreachable(t *testing.T) {
 		"Defragment":   func() error { return c.Defragment(ctx, dead) },
 	}
 	for op, call := range single {
-		start := time.Now()
 		err := call()
 		g.Expect(classify(err)).To(Equal([]string{"Unavailable"}), "%s: %v", op, err)
 		expectCallError(g, err, op, dead)
-		g.Expect(time.Since(start)).To(BeNumerically("<", callTimeout/2), "%s must fail fast", op)
+		g.Expect(errors.Is(err, context.DeadlineExceeded)).To(BeFalse(), "%s must fail fast, not at its deadline: %v", op, err)
 	}
-	err := c.MoveLeader(ctx, 1)
+	err = c.MoveLeader(ctx, 1)
 	g.Expect(classify(err)).To(Equal([]string{"Unavailable"}), "MoveLeader: %v", err)
 
 	// Balanced calls wait for some endpoint to come up, but only until
-	// their own timeout.
+	// their own timeout: the call ends with context.DeadlineExceeded while
+	// the caller's context is still live, so the deadline that ran out was
+	// the call's.
 	short := dial(t, []string{dead}, etcd.WithCallTimeout(300*time.Millisecond))
-	start = time.Now()
 	_, err = short.MemberList(ctx)
-	g.Expect(time.Since(start)).To(BeNumerically(">=", 300*time.Millisecond))
 	g.Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue(), "got %v", err)
+	g.Expect(ctx.Err()).NotTo(HaveOccurred(), "the caller's context must not be what ended the call")
 	g.Expect(classify(err)).To(Equal([]string{"Unavailable"}))
 
 	// The caller giving up is not the cluster being unavailable.
@@ -374,12 +366,23 @@ func TestUnreachable(t *testing.T) {
 	g.Expect(errors.Is(err, context.Canceled)).To(BeTrue(), "got %v", err)
 	g.Expect(classify(err)).To(BeEmpty())
 
-	// With credentials Dial must fetch a token, bounded by the dial timeout.
-	start = time.Now()
+	// With credentials Dial must fetch a token, bounded by the dial timeout:
+	// it ends with context.DeadlineExceeded while the caller's context is
+	// still live.
 	_, err = etcd.NewDialer(etcd.WithCredentials("root", "pw"), etcd.WithDialTimeout(300*time.Millisecond)).Dial(ctx, []string{dead})
-	g.Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
+	g.Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue(), "dial with credentials: %v", err)
+	g.Expect(ctx.Err()).NotTo(HaveOccurred(), "the caller's context must not be what ended the dial")
 	g.Expect(classify(err)).To(Equal([]string{"Unavailable"}), "dial with credentials: %v", err)
 	expectCallError(g, err, "Dial", "")
+
+	// The caller's deadline bounds the token fetch too, however long the
+	// dial timeout: Dial takes no other context, so without folding the
+	// caller's deadline in, this Dial would wait for an hour.
+	callerShort, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	_, err = etcd.NewDialer(etcd.WithCredentials("root", "pw"), etcd.WithDialTimeout(time.Hour)).Dial(callerShort, []string{dead})
+	g.Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue(), "dial with credentials under a short caller deadline: %v", err)
+	g.Expect(classify(err)).To(Equal([]string{"Unavailable"}), "dial with credentials under a short caller deadline: %v", err)
 
 	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel()
@@ -399,8 +402,9 @@ func TestQuorumLoss(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testCtx(t)
 	m1 := startCluster(t, memberOpts{})
-	const callTimeout = 2 * time.Second
-	c := dial(t, []string{m1.clientURL}, etcd.WithCallTimeout(callTimeout))
+	// A generous call timeout: the calls that must fail fast show it by the
+	// error they fail with, and a slow machine has room to answer.
+	c := dial(t, []string{m1.clientURL}, etcd.WithCallTimeout(10*time.Second))
 
 	m2 := newMember(t, "m2")
 	learner, _, err := c.MemberAddAsLearner(ctx, []string{m2.peerURL})
@@ -422,17 +426,28 @@ func TestQuorumLoss(t *testing.T) {
 		g.Expect(st.LeaderID).To(BeZero())
 	}).WithTimeout(10 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 
-	start := time.Now()
+	// Health does not wait for a leader: a read left to wait would end at the
+	// call's deadline, with context.DeadlineExceeded, not with ErrNoLeader.
 	err = c.Health(ctx, m1.clientURL)
 	g.Expect(errors.Is(err, rpctypes.ErrNoLeader)).To(BeTrue(), "got %v", err)
+	g.Expect(errors.Is(err, context.DeadlineExceeded)).To(BeFalse(), "Health must not wait for a leader: %v", err)
 	g.Expect(classify(err)).To(Equal([]string{"Unavailable"}))
-	g.Expect(time.Since(start)).To(BeNumerically("<", callTimeout/2), "Health must not wait for a leader")
+
+	// etcd refuses a reconfiguration unless the voters it has been connected
+	// to for the last 5 s (its health interval), itself included, would form
+	// a quorum of the membership with the new member in it, counted as down.
+	// With m2 down that never holds, so the refusal does not depend on how
+	// fast this test runs. The operator retries it.
+	_, _, err = c.MemberAddAsLearner(ctx, []string{freeURL(t)})
+	g.Expect(classify(err)).To(Equal([]string{"Unavailable", "UnhealthyCluster"}), "add with a voter down: %v", err)
 
 	local, err := c.MemberListAt(ctx, m1.clientURL)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(local.Members).To(ConsistOf(HaveField("ID", m1.id()), HaveField("ID", m2.id())))
 
-	_, err = c.MemberList(ctx)
+	// A linearizable read without a leader waits, until its own deadline.
+	short := dial(t, []string{m1.clientURL}, etcd.WithCallTimeout(time.Second))
+	_, err = short.MemberList(ctx)
 	g.Expect(classify(err)).To(Equal([]string{"Unavailable"}), "linearizable MemberList without a leader: %v", err)
 
 	err = c.MoveLeader(ctx, m1.id())

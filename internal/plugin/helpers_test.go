@@ -13,12 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
-	"github.com/quorumctl/etcd-operator/internal/etcd/fake"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
 const testNS = "ns1"
@@ -80,7 +80,7 @@ func (t *fakeTunnel) Close() error {
 // world is one namespace with EtcdClusters, their Pods and one fake etcd.
 type world struct {
 	t       *testing.T
-	etcd    *fake.Fake
+	etcd    *etcdfake.Fake
 	fwd     *fakeForwarder
 	objs    []client.Object
 	members map[string]etcd.Member
@@ -92,7 +92,7 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	return &world{
 		t:       t,
-		etcd:    fake.New(),
+		etcd:    etcdfake.New(),
 		fwd:     &fakeForwarder{endpoints: map[string]string{}, errs: map[string]error{}},
 		members: map[string]etcd.Member{},
 		port:    30000,
@@ -163,7 +163,7 @@ func (w *world) env() *Env {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		w.t.Fatal(err)
 	}
-	kube := ctrlfake.NewClientBuilder().WithScheme(scheme).WithObjects(w.objs...).WithInterceptorFuncs(w.funcs).Build()
+	kube := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(w.objs...).WithInterceptorFuncs(w.funcs).Build()
 	return &Env{Kube: kube, Namespace: testNS, Forwarder: w.fwd, Dialer: w.etcd}
 }
 

@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/quorumctl/etcd-operator/internal/etcd"
-	"github.com/quorumctl/etcd-operator/internal/etcd/fake"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
 func TestDefragFollowersFirstLeaderLast(t *testing.T) {
@@ -45,7 +45,7 @@ func TestDefragReportsSizesBeforeAndAfter(t *testing.T) {
 	ep := w.endpoint("demo-a")
 	bloated := etcd.EndpointStatus{Endpoint: ep, MemberID: a.ID, LeaderID: a.ID, RaftTerm: 1, DBSize: 300 << 20, DBSizeInUse: 20 << 20}
 	w.etcd.SetStatus(ep, bloated)
-	w.etcd.SetHook(etcd.OpDefragment, func(fake.Call) error {
+	w.etcd.SetHook(etcd.OpDefragment, func(etcdfake.Call) error {
 		compacted := bloated
 		compacted.DBSize = 21 << 20
 		w.etcd.SetStatus(ep, compacted)
@@ -71,7 +71,7 @@ func TestDefragRefusesAnUnhealthyCluster(t *testing.T) {
 		},
 		{
 			name:    "member not answering",
-			setup:   func(w *world) { w.etcd.SetEndpointError(w.endpoint("demo-c"), fake.ErrUnreachable) },
+			setup:   func(w *world) { w.etcd.SetEndpointError(w.endpoint("demo-c"), etcdfake.ErrUnreachable) },
 			message: "member demo-c does not answer: unreachable: failed to call etcd Status on http://127.0.0.1:",
 		},
 		{
@@ -158,7 +158,7 @@ func TestDefragStopsWhenAMemberFails(t *testing.T) {
 	b := w.voter("demo", "demo-b")
 	w.voter("demo", "demo-c")
 	w.etcd.SetLeader(b.ID)
-	w.etcd.SetHook(etcd.OpDefragment, func(call fake.Call) error {
+	w.etcd.SetHook(etcd.OpDefragment, func(call etcdfake.Call) error {
 		if call.Endpoint == w.endpoint("demo-c") {
 			return context.DeadlineExceeded
 		}

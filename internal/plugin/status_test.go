@@ -15,7 +15,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
-	"github.com/quorumctl/etcd-operator/internal/etcd/fake"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
 // healthyWorld is cluster demo: voters demo-a, demo-b (the leader, with a
@@ -30,7 +30,7 @@ func healthyWorld(t *testing.T) *world {
 	w.learner("demo", "demo-d", true)
 	w.etcd.SetLeader(b.ID)
 	w.etcd.SetStatus(w.endpoint("demo-b"), etcd.EndpointStatus{
-		Endpoint: w.endpoint("demo-b"), MemberID: b.ID, ClusterID: fake.DefaultClusterID, LeaderID: b.ID,
+		Endpoint: w.endpoint("demo-b"), MemberID: b.ID, ClusterID: etcdfake.DefaultClusterID, LeaderID: b.ID,
 		RaftTerm: 2, RaftIndex: 1234, DBSize: 3758096384, DBSizeInUse: 1288490188, Version: "3.6.16",
 	})
 	w.etcd.RaiseAlarm(etcd.Alarm{MemberID: w.members["demo-c"].ID, Type: etcd.AlarmNoSpace})
@@ -41,7 +41,7 @@ func golden(w *world, s string) string {
 	for _, name := range []string{"demo-a", "demo-b", "demo-c", "demo-d"} {
 		s = strings.ReplaceAll(s, "<"+name+">", w.id(name))
 	}
-	return strings.ReplaceAll(s, "<cluster>", etcd.FormatMemberID(fake.DefaultClusterID))
+	return strings.ReplaceAll(s, "<cluster>", etcd.FormatMemberID(etcdfake.DefaultClusterID))
 }
 
 func TestStatusTable(t *testing.T) {
@@ -76,7 +76,7 @@ func TestStatusMarksMembersItCannotSee(t *testing.T) {
 	w.voter("demo", "demo-b")
 	w.voter("demo", "demo-c")
 	w.learner("demo", "demo-d", false) // added, Pod still Pending
-	w.etcd.SetEndpointError(w.endpoint("demo-b"), fake.ErrUnreachable)
+	w.etcd.SetEndpointError(w.endpoint("demo-b"), etcdfake.ErrUnreachable)
 	w.fwd.errs["demo-c"] = apierrors.NewInternalError(errString("kubelet did not answer"))
 
 	r := w.run("status", "demo")
@@ -121,7 +121,7 @@ func TestStatusJSONAndYAML(t *testing.T) {
 	g.Expect(cs.Members[2].Alarms).To(Equal([]string{etcd.AlarmNoSpace}))
 	g.Expect(cs.Members[3].Role).To(Equal("learner"))
 	// The field names are the interface; spell a few out.
-	for _, key := range []string{`"dbSizeInUse": 1288490188`, `"raftIndex": 1234`, `"podReady": true`, `"alarms": []`, `"clusterID": "` + etcd.FormatMemberID(fake.DefaultClusterID) + `"`} {
+	for _, key := range []string{`"dbSizeInUse": 1288490188`, `"raftIndex": 1234`, `"podReady": true`, `"alarms": []`, `"clusterID": "` + etcd.FormatMemberID(etcdfake.DefaultClusterID) + `"`} {
 		g.Expect(r.out).To(ContainSubstring(key))
 	}
 
@@ -154,7 +154,7 @@ func TestStatusOfEveryCluster(t *testing.T) {
 
 	r := w.run("status")
 	g.Expect(r.code).To(Equal(ExitError))
-	g.Expect(r.out).To(Equal(`EtcdCluster ns1/alpha, cluster ID ` + etcd.FormatMemberID(fake.DefaultClusterID) + `, leader alpha-a
+	g.Expect(r.out).To(Equal(`EtcdCluster ns1/alpha, cluster ID ` + etcd.FormatMemberID(etcdfake.DefaultClusterID) + `, leader alpha-a
 NAME      ID                 ROLE    LEADER   VERSION   DB SIZE   DB IN USE   RAFT TERM   RAFT INDEX   ALARMS   POD READY   ERROR
 alpha-a   ` + w.id("alpha-a") + `   voter   yes      3.7.3     1.0 MiB   512.0 KiB   1           1            -        true        -
 

@@ -186,8 +186,12 @@ func startProbe(ctx context.Context, endpoint string) <-chan string {
 	return out
 }
 
-// TestSelfHealPersistentMembers covers the seed document's scenario and its
-// relatives on a PVC-backed cluster, one after another on the same cluster.
+// TestSelfHealPersistentMembers covers, one after another on the same
+// PVC-backed cluster, the seed's data dir wiped and etcd restarted in place in
+// the same Pod (the start that, told --initial-cluster-state=new, would quietly
+// form a fresh one-member cluster) and its relatives: a wiped joiner, a wiped
+// member whose Pod is re-created, corrupt data, a Pod merely deleted, and two
+// members breaking at once.
 func TestSelfHealPersistentMembers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()

@@ -10,7 +10,9 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 )
 
-// Defaults the anchor operator lacks and users otherwise learn the hard way.
+// Defaults for what etcd and Kubernetes leave unset or set to a trap that
+// users otherwise learn the hard way: a backend quota larger than the volume,
+// no compaction, a Memory member without a memory limit.
 // All are documented in docs/operations.md.
 const (
 	// MemoryHeadroom is added to a Memory member's tmpfs size to make its

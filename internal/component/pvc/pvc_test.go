@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -128,7 +128,7 @@ type writes struct{ creates, updates, patches, deletes int }
 func (w *writes) total() int { return w.creates + w.updates + w.patches + w.deletes }
 
 func newClient(w *writes, objs ...client.Object) client.Client {
-	return interceptor.NewClient(fake.NewClientBuilder().WithObjects(objs...).Build(), interceptor.Funcs{
+	return interceptor.NewClient(fakeclient.NewClientBuilder().WithObjects(objs...).Build(), interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			w.creates++
 			return c.Create(ctx, obj, opts...)

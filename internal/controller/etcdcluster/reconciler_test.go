@@ -161,15 +161,47 @@ func TestScaleDown_NewestAfterQuorumCheck(t *testing.T) {
 	h.g.Expect(left).To(ConsistOf("demo-a", "demo-b"), "the newest member goes")
 }
 
-func TestScaleDown_WaitsWhenQuorumWouldBreak(t *testing.T) {
+// The readiness gate: every member but the one to remove must be ready and
+// healthy before anything is removed.
+func TestScaleDown_WaitsForEveryOtherMemberToBeHealthy(t *testing.T) {
 	h := newHarness(t)
 	h.formed(2, "demo-a", "demo-b", "demo-c")
-	// demo-b is unhealthy, though its Pod still reads ready; removing demo-c
-	// would leave one healthy voter of two.
+	// demo-b is unhealthy, though its Pod still reads ready.
 	h.etcd.SetEndpointError(clientURL("demo-b"), etcdfake.ErrUnreachable)
 	h.reconcile()
 	h.g.Expect(h.members()).To(HaveLen(3))
-	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Reason).To(Equal(v1alpha1.ScalingDownReason))
+	progressing := h.condition(v1alpha1.ProgressingCondition)
+	h.g.Expect(progressing.Reason).To(Equal(v1alpha1.ScalingDownReason))
+	h.g.Expect(progressing.Message).To(Equal("waiting for demo-b before removing demo-c"))
+}
+
+// The quorum gate. With every other member ready and healthy, removing one
+// member can break quorum only when etcd counts voters no EtcdMember accounts
+// for (an EtcdMember whose finalizer was removed by hand, a member added with
+// etcdctl): the readiness gate does not see them, the quorum count does.
+func TestScaleDown_WaitsWhenQuorumWouldBreak(t *testing.T) {
+	h := newHarness(t)
+	h.formed(2, "demo-a", "demo-b", "demo-c")
+	// Two voters no EtcdMember accounts for, both down: of five voters three
+	// are healthy, a quorum; without demo-c two of four would be, which is not.
+	for _, ghost := range []string{"ghost-1", "ghost-2"} {
+		h.etcd.AddVoter(ghost, "http://"+ghost+":2380", "http://"+ghost+":2379")
+		h.etcd.SetEndpointError("http://"+ghost+":2379", etcdfake.ErrUnreachable)
+	}
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(3), "nothing is removed below quorum")
+	for _, m := range h.members() {
+		h.g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "%s must not be deleted", m.Name)
+	}
+	h.g.Expect(h.etcd.Members()).To(HaveLen(5), "etcd's membership is untouched")
+	progressing := h.condition(v1alpha1.ProgressingCondition)
+	h.g.Expect(progressing.Reason).To(Equal(v1alpha1.WaitingForQuorumReason))
+	h.g.Expect(progressing.Message).To(Equal("removing demo-c would leave 2 healthy of 4 voters, below quorum 3"))
+
+	t.Log("once one ghost answers again, removing demo-c keeps a quorum of the four left")
+	h.etcd.SetEndpointError("http://ghost-1:2379", nil)
+	h.reconcile()
+	h.g.Expect(h.exists("demo-c")).To(BeFalse(), "the gate lets the removal through")
 }
 
 func TestScaleDown_MovesLeadershipFirst(t *testing.T) {

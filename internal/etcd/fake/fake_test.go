@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/quorumctl/etcd-operator/internal/etcd"
-	"github.com/quorumctl/etcd-operator/internal/etcd/fake"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
 const (
@@ -20,9 +20,9 @@ const (
 )
 
 // newCluster returns a fake with one voter (the leader) and a client to it.
-func newCluster(t *testing.T) (*fake.Fake, etcd.Member, etcd.Client) {
+func newCluster(t *testing.T) (*etcdfake.Fake, etcd.Member, etcd.Client) {
 	t.Helper()
-	f := fake.New()
+	f := etcdfake.New()
 	m1 := f.AddVoter("m1", peer1, client1)
 	c, err := f.Dial(context.Background(), []string{client1})
 	if err != nil {
@@ -42,7 +42,7 @@ func callOp(err error) string {
 func TestDialAndClose(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	f := fake.New()
+	f := etcdfake.New()
 	f.AddVoter("m1", peer1, client1)
 
 	c, err := f.Dial(ctx, []string{client1, client2})
@@ -110,7 +110,7 @@ func TestMemberAddAsLearner(t *testing.T) {
 			g.Expect(added.Name).To(BeEmpty())
 			g.Expect(added.IsLearner).To(BeTrue())
 			g.Expect(added.PeerURLs).To(Equal(tc.peerURLs))
-			g.Expect(list.ClusterID).To(Equal(fake.DefaultClusterID))
+			g.Expect(list.ClusterID).To(Equal(etcdfake.DefaultClusterID))
 			g.Expect(list.Members).To(ContainElements(m1, added))
 			g.Expect(f.AddedLearners).To(Equal([][]string{tc.peerURLs}))
 		})
@@ -195,8 +195,8 @@ func TestSingleEndpointCalls(t *testing.T) {
 	st, err := c.Status(ctx, client1)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(st).To(Equal(etcd.EndpointStatus{
-		Endpoint: client1, MemberID: m1.ID, ClusterID: fake.DefaultClusterID, LeaderID: m1.ID,
-		RaftTerm: 1, RaftIndex: 1, RaftAppliedIndex: 1, DBSize: 1 << 20, DBSizeInUse: 1 << 19, Version: fake.Version, Revision: 1,
+		Endpoint: client1, MemberID: m1.ID, ClusterID: etcdfake.DefaultClusterID, LeaderID: m1.ID,
+		RaftTerm: 1, RaftIndex: 1, RaftAppliedIndex: 1, DBSize: 1 << 20, DBSizeInUse: 1 << 19, Version: etcdfake.Version, Revision: 1,
 	}))
 	st, err = c.Status(ctx, client2)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -226,7 +226,7 @@ func TestSingleEndpointCalls(t *testing.T) {
 			g.Expect(errors.As(err, &ce)).To(BeTrue())
 			g.Expect(ce.Endpoint).To(Equal("http://nobody:2379"))
 
-			f.SetEndpointError(client1, fake.ErrUnreachable)
+			f.SetEndpointError(client1, etcdfake.ErrUnreachable)
 			err = tc.call(client1)
 			g.Expect(etcd.IsUnavailable(err)).To(BeTrue(), "down endpoint: %v", err)
 			f.SetEndpointError(client1, nil)
@@ -277,7 +277,7 @@ func TestBalancedCallsAndQuorum(t *testing.T) {
 	_, err = both.MemberList(ctx)
 	g.Expect(err).NotTo(HaveOccurred(), "a voter among the endpoints is enough")
 
-	f.SetEndpointError(client1, fake.ErrUnreachable)
+	f.SetEndpointError(client1, etcdfake.ErrUnreachable)
 	_, err = both.MemberList(ctx)
 	g.Expect(etcd.IsNotSupportedForLearner(err)).To(BeTrue(), "voter down: %v", err)
 	f.SetEndpointError(client1, nil)
@@ -316,8 +316,8 @@ func TestFailNextAndHooks(t *testing.T) {
 
 	// Hooks see the call and may change the cluster; here the add succeeds
 	// on the server but the response is "lost".
-	var seen []fake.Call
-	f.SetHook(etcd.OpMemberAddAsLearner, func(call fake.Call) error {
+	var seen []etcdfake.Call
+	f.SetHook(etcd.OpMemberAddAsLearner, func(call etcdfake.Call) error {
 		seen = append(seen, call)
 		f.AddLearner(call.PeerURLs[0])
 		return context.DeadlineExceeded
@@ -331,7 +331,7 @@ func TestFailNextAndHooks(t *testing.T) {
 	_, _, err = c.MemberAddAsLearner(ctx, []string{peer2})
 	g.Expect(etcd.IsPeerURLExists(err)).To(BeTrue(), "the retry finds the first add: %v", err)
 	g.Expect(f.Members()).To(HaveLen(2))
-	g.Expect(f.Calls[len(f.Calls)-1]).To(Equal(fake.Call{Op: etcd.OpMemberAddAsLearner, Endpoints: []string{client1}, PeerURLs: []string{peer2}}))
+	g.Expect(f.Calls[len(f.Calls)-1]).To(Equal(etcdfake.Call{Op: etcd.OpMemberAddAsLearner, Endpoints: []string{client1}, PeerURLs: []string{peer2}}))
 
 	g.Expect(func() { f.FailNext("MemberAdd", errors.New("x")) }).To(Panic(), "unknown operation names are test bugs")
 }
@@ -349,7 +349,7 @@ func TestMoveLeader(t *testing.T) {
 	err := c.MoveLeader(ctx, learner.ID)
 	g.Expect(errors.Is(err, rpctypes.ErrBadLeaderTransferee)).To(BeTrue(), "to a learner: %v", err)
 
-	f.SetEndpointError(client2, fake.ErrUnreachable)
+	f.SetEndpointError(client2, etcdfake.ErrUnreachable)
 	err = c.MoveLeader(ctx, m2.ID)
 	g.Expect(etcd.IsUnavailable(err)).To(BeTrue(), "to a member that is down: %v", err)
 	f.SetEndpointError(client2, nil)
@@ -397,7 +397,7 @@ func TestAlarmsAndCompaction(t *testing.T) {
 func TestFakeAsClient(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	f := fake.New()
+	f := etcdfake.New()
 	var c etcd.Client = f
 	_, err := c.MemberList(ctx)
 	g.Expect(etcd.IsUnavailable(err)).To(BeTrue(), "no members, nobody answers: %v", err)
@@ -413,7 +413,7 @@ func TestConcurrentUse(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f, _, c := newCluster(t)
-	f.SetHook(etcd.OpStatus, func(fake.Call) error { f.SetRevision(2); return nil })
+	f.SetHook(etcd.OpStatus, func(etcdfake.Call) error { f.SetRevision(2); return nil })
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
