@@ -169,6 +169,36 @@ func StartCluster(t testing.TB, bin string, opts Options) []*Member {
 	return members
 }
 
+// Refuses runs a one-member etcd with extra flags that it is expected to
+// refuse, and returns its output once it has exited with an error. An etcd
+// that starts anyway, or exits cleanly, fails the test.
+func Refuses(t testing.TB, bin string, args ...string) string {
+	t.Helper()
+	ports := freePorts(t, 2)
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{
+		"--name=refuses",
+		"--data-dir=" + filepath.Join(t.TempDir(), "data"),
+		"--listen-client-urls=" + client,
+		"--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=refuses=" + peer,
+	}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("etcd kept running with %v", args)
+	case !errors.As(err, &exit):
+		t.Fatalf("etcd with %v did not fail as expected: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
 // ClientURLs lists the members' client URLs.
 func ClientURLs(members []*Member) []string {
 	urls := make([]string, 0, len(members))
@@ -265,6 +295,26 @@ func (m *Member) WaitReady(timeout time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// Version is the server version the member reports in its Status.
+func (m *Member) Version() (string, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{m.ClientURL},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, m.ClientURL)
+	if err != nil {
+		return "", fmt.Errorf("failed to get the status of %s: %w", m.Name, err)
+	}
+	return st.Version, nil
 }
 
 // Exited says whether the process has ended.
