@@ -66,7 +66,7 @@ cluster-status: $(LOCALCLUSTER) ## Show the local cluster's components and healt
 ##@ Test
 
 .PHONY: test
-test: check-large-files verify-generated lint helm-lint check-rules test-unit test-envtest test-lifecycle test-e2e test-demo ## Everything CI runs: fast checks first, then the tests.
+test: check-large-files verify-generated lint helm-lint check-rules test-unit test-integration test-envtest test-lifecycle test-e2e test-demo ## Everything CI runs: fast checks first, then the tests.
 
 # Every file in the index counts, committed or only staged: a clone fetches
 # each one forever, so a build output or a data dump must not get in. No
@@ -89,6 +89,16 @@ check-large-files: ## Fail if a tracked file is over MAX_FILE_BYTES (1 MiB).
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).
 	$(GO) test -race -count=1 ./...
+
+# Packages with tests that run real etcd processes on loopback; their logs and
+# any linearizability visualization are kept under INTEGRATION_ARTIFACTS.
+INTEGRATION_PKGS = $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*_test.go' '^//go:build integration' api cmd internal test))))
+INTEGRATION_ARTIFACTS := $(CURDIR)/.cache/artifacts/integration
+
+.PHONY: test-integration
+test-integration: ## Tests against real etcd processes on loopback, no cluster: the linearizability checker, the flags per etcd version.
+	rm -rf $(INTEGRATION_ARTIFACTS); mkdir -p $(INTEGRATION_ARTIFACTS)
+	$(GO) test -tags integration -race -count=1 -timeout 20m -artifacts -outputdir=$(INTEGRATION_ARTIFACTS) -v $(INTEGRATION_PKGS)
 
 .PHONY: test-lifecycle
 test-lifecycle: $(LOCALCLUSTER) ## Up, down, up, down: nothing of the cluster may remain.

@@ -355,7 +355,14 @@ func (l Layout) EnsureBinaries(ctx context.Context, p *Progress, v Versions) (Bi
 	return b, nil
 }
 
-// EtcdBinaryDir returns the binaries of the default etcd version.
+// EtcdBinaries returns the directory holding etcd, etcdctl and etcdutl of one
+// etcd version (such as v3.6.16 or 3.6.16), building them once. Tests that
+// run etcd outside Kubernetes take their binaries from here.
+func (l Layout) EtcdBinaries(ctx context.Context, p *Progress, version string) (string, error) {
+	return l.ensureBuilt(ctx, p, etcdBuild("v"+strings.TrimPrefix(version, "v")))
+}
+
+// etcdDefault returns the binaries of the default etcd version.
 func (b Binaries) etcdDefault(v Versions) string {
 	return b.Etcd["v"+strings.TrimPrefix(v.EtcdDefault, "v")]
 }
@@ -380,7 +387,7 @@ func (l Layout) EnvtestAssets(ctx context.Context, p *Progress) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	etcdDir, err := l.ensureBuilt(ctx, p, etcdBuild("v"+strings.TrimPrefix(v.EtcdDefault, "v")))
+	etcdDir, err := l.EtcdBinaries(ctx, p, v.EtcdDefault)
 	if err != nil {
 		return "", err
 	}

@@ -1,0 +1,363 @@
+// Package etcdproc runs real etcd members as local processes on loopback,
+// for tests that need etcd itself but no Kubernetes: the linearizability
+// checker's own tests, and the check that the flags the operator renders for
+// an etcd version are ones that version accepts.
+//
+// The binaries come from the local cluster's cache (see
+// localcluster.Layout.EtcdBinaries), so they are the very builds the e2e
+// suite runs in Pods.
+//
+// The package is test infrastructure: nothing in the product imports it.
+package etcdproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/quorumctl/etcd-operator/test/localcluster"
+)
+
+// startTimeout bounds how long a cluster may take to answer a linearizable
+// read; a loopback cluster elects a leader in about a second.
+const startTimeout = 30 * time.Second
+
+// Binary returns the path of the etcd binary of a version (such as v3.6.16),
+// or of the default version in versions.env when version is empty, building
+// it into the shared cache if it is not there. A test that cannot get it
+// fails; it never skips.
+func Binary(t testing.TB, version string) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("failed to get the working directory: %v", err)
+	}
+	root, err := localcluster.FindRepoRoot(wd)
+	if err != nil {
+		t.Fatalf("failed to find the repository root: %v", err)
+	}
+	layout, err := localcluster.NewLayout(root)
+	if err != nil {
+		t.Fatalf("failed to find the binary cache: %v", err)
+	}
+	if version == "" {
+		v, err := localcluster.LoadVersions(root)
+		if err != nil {
+			t.Fatalf("failed to load the pinned versions: %v", err)
+		}
+		version = v.EtcdDefault
+	}
+	dir, err := layout.EtcdBinaries(context.Background(), localcluster.NewProgress(testWriter{t}), version)
+	if err != nil {
+		t.Fatalf("failed to get the etcd %s binaries: %v", version, err)
+	}
+	return filepath.Join(dir, "etcd")
+}
+
+// Versions returns the etcd versions versions.env pins (ETCD_VERSIONS).
+func Versions(t testing.TB) []string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("failed to get the working directory: %v", err)
+	}
+	root, err := localcluster.FindRepoRoot(wd)
+	if err != nil {
+		t.Fatalf("failed to find the repository root: %v", err)
+	}
+	v, err := localcluster.LoadVersions(root)
+	if err != nil {
+		t.Fatalf("failed to load the pinned versions: %v", err)
+	}
+	return v.Etcd
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Member is one etcd process.
+type Member struct {
+	Name      string
+	ClientURL string
+	PeerURL   string
+	DataDir   string
+	// LogFile receives the process's output, in the test's artifact dir.
+	LogFile string
+
+	bin    string
+	args   []string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Options shape a cluster.
+type Options struct {
+	// Members is the number of members; 0 means 1.
+	Members int
+	// Args are extra flags for every member.
+	Args []string
+	// Token is the --initial-cluster-token; distinct tokens keep two
+	// clusters from ever talking to each other. Empty means the test's name.
+	Token string
+}
+
+// StartCluster starts a new cluster and waits until every member serves a
+// linearizable read. The members are stopped when the test ends.
+func StartCluster(t testing.TB, bin string, opts Options) []*Member {
+	t.Helper()
+	n := max(opts.Members, 1)
+	token := opts.Token
+	if token == "" {
+		token = strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	}
+	ports := freePorts(t, 2*n)
+	dir := t.TempDir()
+	// Logs go to the artifact dir, which go test -artifacts keeps.
+	logs := t.ArtifactDir()
+	members := make([]*Member, n)
+	var initial []string
+	for i := range members {
+		m := &Member{
+			Name:      fmt.Sprintf("m%d", i),
+			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			bin:       bin,
+		}
+		m.DataDir = filepath.Join(dir, m.Name)
+		m.LogFile = filepath.Join(logs, token+"-"+m.Name+".log")
+		members[i] = m
+		initial = append(initial, m.Name+"="+m.PeerURL)
+	}
+	for _, m := range members {
+		m.args = append([]string{
+			"--name=" + m.Name,
+			"--data-dir=" + m.DataDir,
+			"--listen-client-urls=" + m.ClientURL,
+			"--advertise-client-urls=" + m.ClientURL,
+			"--listen-peer-urls=" + m.PeerURL,
+			"--initial-advertise-peer-urls=" + m.PeerURL,
+			"--initial-cluster=" + strings.Join(initial, ","),
+			"--initial-cluster-state=new",
+			"--initial-cluster-token=" + token,
+		}, opts.Args...)
+		if err := m.start(); err != nil {
+			t.Fatalf("failed to start etcd %s: %v", m.Name, err)
+		}
+		t.Cleanup(m.Stop)
+	}
+	for _, m := range members {
+		if err := m.WaitReady(startTimeout); err != nil {
+			t.Fatalf("etcd %s did not become ready: %v\n%s", m.Name, err, m.LogTail(30))
+		}
+	}
+	return members
+}
+
+// Refuses runs a one-member etcd with extra flags that it is expected to
+// refuse, and returns its output once it has exited with an error. An etcd
+// that starts anyway, or exits cleanly, fails the test.
+func Refuses(t testing.TB, bin string, args ...string) string {
+	t.Helper()
+	ports := freePorts(t, 2)
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{
+		"--name=refuses",
+		"--data-dir=" + filepath.Join(t.TempDir(), "data"),
+		"--listen-client-urls=" + client,
+		"--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=refuses=" + peer,
+	}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("etcd kept running with %v", args)
+	case !errors.As(err, &exit):
+		t.Fatalf("etcd with %v did not fail as expected: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// ClientURLs lists the members' client URLs.
+func ClientURLs(members []*Member) []string {
+	urls := make([]string, 0, len(members))
+	for _, m := range members {
+		urls = append(urls, m.ClientURL)
+	}
+	return urls
+}
+
+func (m *Member) start() error {
+	log, err := os.OpenFile(m.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(m.bin, m.args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return err
+	}
+	m.cmd, m.exited = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		close(m.exited)
+	}()
+	return nil
+}
+
+// Kill ends the process at once, as a crash or a lost node would.
+func (m *Member) Kill() {
+	if m.cmd == nil {
+		return
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGKILL)
+	<-m.exited
+}
+
+// Stop ends the process gracefully, and kills it if it does not end.
+func (m *Member) Stop() {
+	if m.cmd == nil {
+		return
+	}
+	select {
+	case <-m.exited:
+		return
+	default:
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+	case <-time.After(10 * time.Second):
+		m.Kill()
+	}
+}
+
+// Restart starts the member again on its data dir, as it was.
+func (m *Member) Restart() error {
+	select {
+	case <-m.exited:
+	default:
+		return errors.New("etcd " + m.Name + " is still running")
+	}
+	return m.start()
+}
+
+// WaitReady polls until the member serves a linearizable read, which needs a
+// leader and this member caught up with it, or the process exits.
+func (m *Member) WaitReady(timeout time.Duration) error {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{m.ClientURL},
+		DialTimeout: time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err = cli.Get(ctx, "etcdproc-ready")
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-m.exited:
+			return fmt.Errorf("the process exited: %w", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Version is the server version the member reports in its Status.
+func (m *Member) Version() (string, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{m.ClientURL},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, m.ClientURL)
+	if err != nil {
+		return "", fmt.Errorf("failed to get the status of %s: %w", m.Name, err)
+	}
+	return st.Version, nil
+}
+
+// Exited says whether the process has ended.
+func (m *Member) Exited() bool {
+	select {
+	case <-m.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// LogTail returns the last lines of the member's log.
+func (m *Member) LogTail(lines int) string {
+	f, err := os.Open(m.LogFile)
+	if err != nil {
+		return err.Error()
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return err.Error()
+	}
+	parts := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
+
+// freePorts asks the kernel for n distinct free loopback ports. They are
+// released before etcd binds them, so another process could take one in
+// between; on a test machine that is rare enough to accept.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("failed to find a free port: %v", err)
+		}
+		defer func() { _ = l.Close() }()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
