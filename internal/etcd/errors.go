@@ -201,3 +201,35 @@ func IsAuthFailed(err error) bool {
 	code, ok := grpcCode(err)
 	return ok && code == codes.PermissionDenied
 }
+
+// refusedBeforeProposal are the errors etcd returns before it proposes a
+// request to raft: NoSpace and TooManyRequests are checked ahead of the
+// proposal, the auth errors before the request is looked at, and
+// RequestTooLarge before it is sent.
+var refusedBeforeProposal = []error{
+	rpctypes.ErrNoSpace,
+	rpctypes.ErrTooManyRequests,
+	rpctypes.ErrRequestTooLarge,
+	rpctypes.ErrPermissionDenied,
+	rpctypes.ErrAuthFailed,
+	rpctypes.ErrUserEmpty,
+	rpctypes.ErrInvalidAuthToken,
+	rpctypes.ErrAuthNotEnabled,
+}
+
+// IsRefusedBeforeProposal says a failed write certainly did not take
+// effect. Everything else (a timeout, an unavailable member, a lost leader,
+// a reset connection, a cancelled context, an error not known here) leaves
+// the outcome unknown.
+func IsRefusedBeforeProposal(err error) bool {
+	if err == nil {
+		return false
+	}
+	if isEtcdErr(err, refusedBeforeProposal...) {
+		return true
+	}
+	// InvalidArgument is returned while validating the request, before
+	// anything is proposed.
+	code, ok := grpcCode(err)
+	return ok && code == codes.InvalidArgument
+}

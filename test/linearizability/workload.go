@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
 // Defaults for the zero fields of Config.
@@ -241,7 +243,7 @@ func (w *Workload) call(cli *clientv3.Client, in Input) Op {
 	switch {
 	case err == nil:
 		return op
-	case in.Kind == KindGet || definitelyRefused(err):
+	case in.Kind == KindGet || etcd.IsRefusedBeforeProposal(err):
 		return Op{}
 	default:
 		op.Output = Output{Unknown: true}
