@@ -79,7 +79,7 @@ func (r *Reconciler) recordURLs(ctx context.Context, s *scope) error {
 // reconcileMembership takes at most one membership step per pass. The order
 // is what keeps the operator live: from any state in which a quorum of
 // voters answers, a pass either takes a step or waits on a condition that is
-// named in status and clears without a human (docs/design/0004).
+// named in status and clears without a human (docs/design/0005).
 //
 //  1. Finish an add whose etcd side is done: a write, and nothing else.
 //  2. Self-heal: replace a broken member. This runs in every state, because

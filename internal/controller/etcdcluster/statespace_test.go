@@ -25,7 +25,7 @@ import (
 	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
-// The liveness rule (docs/design/0004): from any state in which a quorum of
+// The liveness rule (docs/design/0005): from any state in which a quorum of
 // voters is alive, every pass takes a step towards the spec or waits on a
 // condition named in status that clears by itself, and self-heal runs in
 // every state. This test enumerates the states that used to break it and
