@@ -124,7 +124,8 @@ type EtcdClusterStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Observed is the latched target the operator is working towards.
+	// Observed is the target the operator is working towards: the spec as
+	// last adopted.
 	// +optional
 	Observed *ObservedClusterSpec `json:"observed,omitempty"`
 
