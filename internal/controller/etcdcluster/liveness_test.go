@@ -143,9 +143,14 @@ func TestLiveness_AMemberOnALostNodeIsReplacedLikeForLike(t *testing.T) {
 		h.node("node-"+n, corev1.ConditionTrue, h.now.Add(-time.Hour))
 		h.placeOn("demo-"+n, "node-"+n)
 	}
+	// demo-c runs a template of its own: a rollout to the cluster's is
+	// paused half-way.
 	c := h.member("demo-c")
 	c.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}
 	h.g.Expect(h.c.Update(context.Background(), c)).To(Succeed())
+	cl := h.cluster()
+	cl.Spec.Rollout.Paused = true
+	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
 
 	h.node("node-c", corev1.ConditionUnknown, h.now.Add(-30*time.Second))
 	h.reconcile()

@@ -87,10 +87,12 @@ func (r *Reconciler) recordURLs(ctx context.Context, s *scope) error {
 //  3. Unfence a member whose view agrees again.
 //  4. Wait for members leaving etcd, unless their own removal waits for a
 //     replacement (the finalizer's gate), which would deadlock.
-//  5. Promote a started learner.
+//  5. Promote a started learner; retire a member whose replacement joined.
 //  6. Add a replacement, whose place is already counted.
-//  7. Scale down, then finish a plain pending add, then scale up.
+//  7. Roll one member to the target template (docs/design/0007).
+//  8. Scale down, then finish a plain pending add, then scale up.
 func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Result, error) {
+	s.judgeVersion()
 	if !s.cluster.ClusterFormed() {
 		return r.reconcileBootstrap(ctx, s)
 	}
@@ -136,8 +138,14 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if l, ok := s.startedLearner(); ok {
 		return r.promote(ctx, s, l)
 	}
+	if res, acted, err := r.retireReplaced(ctx, s); acted || err != nil {
+		return res, err
+	}
 	if y := s.pendingReplacement(); y != nil {
 		return r.completeAdd(ctx, s, y)
+	}
+	if res, acted, err := r.reconcileRollout(ctx, s); acted || err != nil {
+		return res, err
 	}
 	if len(s.counted()) > desired {
 		return r.scaleDown(ctx, s)
@@ -224,7 +232,10 @@ func (s *scope) holdsNothing(m *v1alpha1.EtcdMember) bool {
 // holds nothing, gives up etcd's learner slot to it.
 func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("member", m.Name)
-	if x := m.Spec.Replaces; x != "" && s.exists(x) {
+	// A broken member leaves before its replacement joins: it adds nothing
+	// to the quorum. One that is healthy (a rollout's) stays until its
+	// replacement votes.
+	if x := m.Spec.Replaces; x != "" && isDeleting(s.deleting, x) {
 		s.setProgress(v1alpha1.ReplacingMemberReason, "waiting for %s to leave etcd before its replacement %s joins", x, m.Name)
 		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
 	}

@@ -196,7 +196,7 @@ func TestScaleDown_WaitsWhenQuorumWouldBreak(t *testing.T) {
 	h.g.Expect(h.etcd.Members()).To(HaveLen(5), "etcd's membership is untouched")
 	progressing := h.condition(v1alpha1.ProgressingCondition)
 	h.g.Expect(progressing.Reason).To(Equal(v1alpha1.WaitingForQuorumReason))
-	h.g.Expect(progressing.Message).To(Equal("removing demo-c would leave 2 healthy of 4 voters, below quorum 3"))
+	h.g.Expect(progressing.Message).To(Equal("removing demo-c would leave 2 healthy of 4 voters, below quorum 3 or a quorum of the target 2"))
 
 	t.Log("once one ghost answers again, removing demo-c keeps a quorum of the four left")
 	h.etcd.SetEndpointError("http://ghost-1:2379", nil)
