@@ -160,7 +160,11 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		return r.scaleUp(ctx, s)
 	}
 	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
-		s.setProgress(v1alpha1.MembersNotReadyReason, "waiting for %s", strings.Join(notReady, ", "))
+		// A rollout that waits on the same members has said so already,
+		// and says more.
+		if s.progress.reason == "" {
+			s.setProgress(v1alpha1.MembersNotReadyReason, "waiting for %s", strings.Join(notReady, ", "))
+		}
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueSteadyState}, nil
