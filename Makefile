@@ -262,6 +262,10 @@ bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (
 bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a lost Memory Pod (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -selfheal
 
+.PHONY: bench-rollout
+bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -rollout
+
 .PHONY: bench-cluster-up
 bench-cluster-up: ## Time three warm cluster-up runs.
 	hack/bench/cluster-up.sh
