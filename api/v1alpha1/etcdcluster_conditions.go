@@ -29,6 +29,15 @@ const (
 	// the target is reached.
 	ReconcilingCondition = "Reconciling"
 	StalledCondition     = "Stalled"
+	// QuorumLostCondition is True when the quorum is lost for good: fewer
+	// than a quorum of voters answer, and self-heal has judged so many of
+	// the others gone (lost or corrupt data, a lost node or Memory Pod,
+	// removed from the cluster) that a quorum cannot come back by itself.
+	// Only an EtcdRecovery brings such a cluster back. While the members
+	// that do not answer have no verdict, the outage may be transient and
+	// the condition is False (MembersUnreachable). status.quorumLoss names
+	// the members gone and the survivors with their raft index and revision.
+	QuorumLostCondition = "QuorumLost"
 )
 
 // Reasons shared by several conditions.
@@ -81,6 +90,10 @@ const (
 	// message says what to do instead; nothing is rolled and no member is
 	// added on the refused version.
 	VersionChangeRefusedReason = "VersionChangeRefused"
+	// RecoveringReason (Ready=False, Progressing=True, QuorumLost=True): an
+	// EtcdRecovery is rebuilding the cluster (status.recovery); nothing
+	// else is done to the membership until the cluster answers again.
+	RecoveringReason = "Recovering"
 	// ReconcileErrorReason (Ready=False): a step of the pass failed, for
 	// instance an API request was refused; the message has the error and
 	// the pass is retried. The other steps, self-heal included, still ran.
@@ -143,4 +156,23 @@ const (
 	// WithinDeadlineReason (Stalled=False): work is in flight and its
 	// progress deadline has not passed.
 	WithinDeadlineReason = "WithinDeadline"
+)
+
+// Reasons of the QuorumLost condition.
+const (
+	// QuorumHeldReason (False): a quorum of voters answers with a leader.
+	QuorumHeldReason = "QuorumHeld"
+	// MembersUnreachableReason (False): fewer than a quorum of voters
+	// answer, but enough of the others have no self-heal verdict that they
+	// may come back: a transient outage, which the operator waits out.
+	MembersUnreachableReason = "MembersUnreachable"
+	// MembersGoneReason (True): fewer than a quorum of voters answer, and
+	// the members self-heal judged gone leave too few for a quorum to come
+	// back. The message names the gone members and why, and the survivors.
+	// Recover with an EtcdRecovery (kubectl etcd recover); see
+	// docs/disaster-recovery.md.
+	MembersGoneReason = "MembersGone"
+	// NotFormedReason (False): the cluster has not formed yet, or is
+	// paused, so there is no quorum to lose.
+	NotFormedReason = "NotFormed"
 )

@@ -15,6 +15,7 @@ const DefaultEtcdVersion = "3.6.16"
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.version) || !has(oldSelf.version) || (self.version.split('.')[0] == oldSelf.version.split('.')[0] && int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1 && int(oldSelf.version.split('.')[1]) - int(self.version.split('.')[1]) <= 1)",message="spec.version may change by one minor release at a time (3.5 to 3.6, then 3.6 to 3.7): etcd supports neither upgrades nor downgrades that skip a minor"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.replicas) && self.replicas == 0)",message="a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"
+// +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.disasterRecovery) && has(self.disasterRecovery.automatic) && self.disasterRecovery.automatic == 'FromSurvivor')",message="disasterRecovery.automatic FromSurvivor is not possible for a Memory cluster: a survivor's data does not outlive the restart recovery needs; use FromSnapshot"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members. Use an odd number: 3 tolerates
 	// one failure, 5 tolerates two. 0 pauses the cluster: members are
@@ -46,7 +47,57 @@ type EtcdClusterSpec struct {
 	// +optional
 	Rollout RolloutSpec `json:"rollout,omitempty"`
 
+	// DisasterRecovery lets the operator recover from a lost quorum by
+	// itself. Off by default: a recovery is otherwise always a person's
+	// explicit EtcdRecovery (or kubectl etcd recover).
+	// +optional
+	DisasterRecovery DisasterRecoverySpec `json:"disasterRecovery,omitempty"`
+
 	MemberTemplate `json:",inline"`
+}
+
+// AutomaticRecovery names the recovery the operator starts by itself.
+// +kubebuilder:validation:Enum=FromSurvivor;FromSnapshot
+type AutomaticRecovery string
+
+const (
+	// AutomaticFromSurvivor recovers from the member that has applied the
+	// most, keeping the cluster ID.
+	AutomaticFromSurvivor AutomaticRecovery = "FromSurvivor"
+	// AutomaticFromSnapshot recovers from the latest successful snapshot.
+	AutomaticFromSnapshot AutomaticRecovery = "FromSnapshot"
+)
+
+// DefaultRecoveryAfterSeconds is DisasterRecoverySpec.AfterSeconds when unset.
+const DefaultRecoveryAfterSeconds = 300
+
+// DisasterRecoverySpec is the policy for a quorum lost for good: fewer than
+// a quorum of voters answer, and self-heal has judged enough of the others
+// gone (lost or corrupt data, a lost node) that the quorum cannot come back.
+type DisasterRecoverySpec struct {
+	// Automatic, when set, makes the operator create an EtcdRecovery itself
+	// once the quorum has been lost for AfterSeconds. It is guarded like a
+	// person's (never while a quorum answers, never from a member behind
+	// another, never forced), but a recovery loses the writes that only the
+	// lost members had, which a person might have brought back by repairing
+	// a node instead: see docs/disaster-recovery.md.
+	// +optional
+	Automatic AutomaticRecovery `json:"automatic,omitempty"`
+
+	// AfterSeconds is how long the quorum must have been lost for good
+	// before an automatic recovery starts.
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=30
+	// +optional
+	AfterSeconds *int32 `json:"afterSeconds,omitempty"`
+}
+
+// After is AfterSeconds with its default applied.
+func (d DisasterRecoverySpec) After() time.Duration {
+	if d.AfterSeconds == nil {
+		return DefaultRecoveryAfterSeconds * time.Second
+	}
+	return time.Duration(*d.AfterSeconds) * time.Second
 }
 
 // RolloutSpec controls rollouts of member-template changes.
@@ -192,6 +243,44 @@ type EtcdClusterStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Members []MemberSummary `json:"members,omitempty"`
+
+	// QuorumLoss is set while fewer than a quorum of voters answer: which
+	// members are gone and why, and what each member that still answers
+	// reported on its own endpoint. The QuorumLost condition says whether
+	// the quorum can come back by itself.
+	// +optional
+	QuorumLoss *QuorumLoss `json:"quorumLoss,omitempty"`
+
+	// Recovery is the disaster recovery the cluster is going through, or
+	// went through last until its EtcdRecovery is finished.
+	// +optional
+	Recovery *ClusterRecovery `json:"recovery,omitempty"`
+}
+
+// QuorumLoss describes a cluster whose voters do not make a quorum.
+type QuorumLoss struct {
+	// Voters is the number of voters in the membership the members that
+	// answer know of; a quorum is more than half of them.
+	Voters int32 `json:"voters"`
+
+	// LostAt is when the quorum was first seen lost for good (the
+	// QuorumLost condition True): too few voters are left, even counting
+	// those that only do not answer, for a quorum to come back. Unset while
+	// the outage may still be transient.
+	// +optional
+	LostAt *metav1.Time `json:"lostAt,omitempty"`
+
+	// Gone are the voters that do not answer: with self-heal's verdict when
+	// it has one, and without when a member only does not answer.
+	// +optional
+	// +listType=atomic
+	Gone []GoneMember `json:"gone,omitempty"`
+
+	// Survivors are the members that answer on their own endpoint, with
+	// the raft index and revision each reported this pass.
+	// +optional
+	// +listType=atomic
+	Survivors []SurvivorReport `json:"survivors,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator.

@@ -48,6 +48,15 @@ type EtcdMemberSpec struct {
 	// +optional
 	Dormant bool `json:"dormant,omitempty"`
 
+	// ForceNewCluster makes the member's next start use etcd's
+	// --force-new-cluster: it becomes a one-member cluster on its own data,
+	// keeping its cluster and member IDs. The cluster controller sets it on
+	// the survivor of a disaster recovery only, and clears it as soon as
+	// the member answers alone with a leader, so no later restart forces
+	// again. The member controller restarts the member's Pod to apply it.
+	// +optional
+	ForceNewCluster bool `json:"forceNewCluster,omitempty"`
+
 	MemberTemplate `json:",inline"`
 }
 
@@ -105,6 +114,14 @@ type EtcdMemberStatus struct {
 	// the quorum's. A fenced member is replaced, never trusted again.
 	// +optional
 	Fenced string `json:"fenced,omitempty"`
+
+	// ForceNewCluster reports that the member's startup ConfigMap holds
+	// etcd's --force-new-cluster, so that every start of its etcd forces.
+	// The member controller writes it after syncing the ConfigMap; the
+	// cluster controller waits for it to clear before the cluster grows
+	// back.
+	// +optional
+	ForceNewCluster bool `json:"forceNewCluster,omitempty"`
 }
 
 // EtcdMember is one etcd member, owning its Pod and data volume.

@@ -20,6 +20,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&EtcdCluster{}, &EtcdClusterList{},
 		&EtcdMember{}, &EtcdMemberList{},
+		&EtcdRecovery{}, &EtcdRecoveryList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

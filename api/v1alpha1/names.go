@@ -71,6 +71,11 @@ func StartupConfigName(member string) string { return member + "-startup" }
 const (
 	StartupInitialClusterKey      = "ETCD_INITIAL_CLUSTER"
 	StartupInitialClusterStateKey = "ETCD_INITIAL_CLUSTER_STATE"
+	// StartupForceNewClusterKey is present, as "true", only while the
+	// member is a disaster recovery's survivor being restarted as a
+	// one-member cluster. The Pod references it as optional, so a member
+	// without it starts normally.
+	StartupForceNewClusterKey = "ETCD_FORCE_NEW_CLUSTER"
 )
 
 // DataVolumeClaimName is a member's PersistentVolumeClaim.

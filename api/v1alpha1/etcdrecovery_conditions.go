@@ -1,0 +1,87 @@
+package v1alpha1
+
+// Condition types of an EtcdRecovery. Both are written by the recovery
+// controller on every pass until the recovery is finished.
+const (
+	// RecoveryPlannedCondition is True once the guards passed and the plan
+	// is recorded in status.plan, before anything is changed; False with a
+	// refusal reason when a guard refused.
+	RecoveryPlannedCondition = "Planned"
+	// RecoveredCondition is True once the cluster has a quorum again,
+	// rebuilt from the source.
+	RecoveredCondition = "Recovered"
+)
+
+// Reasons of the Planned condition. Every reason but PlanRecorded and
+// Planning is a refusal (phase Refused): nothing was changed, and a new
+// EtcdRecovery must be created to try again.
+const (
+	// PlanningReason: the operator is looking at the members; a transient
+	// failure to do so is retried.
+	PlanningReason = "Planning"
+	// PlanRecordedReason: the guards passed and status.plan says what is
+	// done and what is lost.
+	PlanRecordedReason = "PlanRecorded"
+	// ClusterNotFoundReason: no EtcdCluster of spec.clusterName exists in
+	// the namespace.
+	ClusterNotFoundReason = "ClusterNotFound"
+	// ClusterNotFormedReason: the cluster has never formed, so it holds no
+	// data to recover; it is still bootstrapping.
+	ClusterNotFormedReason = "ClusterNotFormed"
+	// ClusterPausedReason: the cluster is paused (replicas 0); its one
+	// dormant member holds the data and wakes with it.
+	ClusterPausedReason = "ClusterPaused"
+	// QuorumReachableReason: a quorum of voters answers with a leader, so
+	// the cluster needs no recovery. spec.force does not override this.
+	QuorumReachableReason = "QuorumReachable"
+	// MembersNotJudgedGoneReason: too many of the members that do not
+	// answer have no self-heal verdict (lost or corrupt data, a lost node):
+	// they may only be unreachable, and could still form the old cluster
+	// while a survivor forms a new one. Wait for the cluster's QuorumLost
+	// condition, or set spec.force once they are known to be gone.
+	MembersNotJudgedGoneReason = "MembersNotJudgedGone"
+	// NoSurvivorReason: no member answers on its own endpoint; only a
+	// snapshot can bring the data back.
+	NoSurvivorReason = "NoSurvivor"
+	// SurvivorNotFoundReason: the named member is not a member of the
+	// cluster, or does not answer on its own endpoint.
+	SurvivorNotFoundReason = "SurvivorNotFound"
+	// SurvivorBehindReason: the named member has applied less than another
+	// member that still answers; recovering from it would lose what the
+	// other has. The message names both. spec.force overrides it.
+	SurvivorBehindReason = "SurvivorBehind"
+	// MemoryStorageReason: the cluster keeps its data in memory
+	// (storage.medium Memory), which does not survive the restart a
+	// survivor recovery needs; recover from a snapshot instead.
+	MemoryStorageReason = "MemoryStorage"
+	// SnapshotNotFoundReason: the named EtcdSnapshot does not exist, is not
+	// of this cluster, or did not succeed; or, with no name, the cluster
+	// has no successful snapshot.
+	SnapshotNotFoundReason = "SnapshotNotFound"
+	// SnapshotTooOldReason: the snapshot completed longer ago than
+	// source.snapshot.maxAge. spec.force overrides it.
+	SnapshotTooOldReason = "SnapshotTooOld"
+	// SnapshotRecoveryUnavailableReason: this operator cannot restore
+	// snapshots yet; recover from a survivor.
+	SnapshotRecoveryUnavailableReason = "SnapshotRecoveryUnavailable"
+	// AnotherRecoveryReason: another EtcdRecovery of the same cluster is
+	// running or was taken up first.
+	AnotherRecoveryReason = "AnotherRecovery"
+)
+
+// Reasons of the Recovered condition.
+const (
+	// NotStartedReason: the recovery has not begun (it is being planned or
+	// was refused).
+	NotStartedReason = "NotStarted"
+	// RecoveryInProgressReason: the cluster controller is rebuilding the
+	// cluster; the message says which step it is on.
+	RecoveryInProgressReason = "InProgress"
+	// ClusterRestoredReason: the cluster answers again as a one-member
+	// cluster rebuilt from the source, and grows back to spec.replicas by
+	// ordinary scale-up (the EtcdCluster's Ready condition says when).
+	ClusterRestoredReason = "ClusterRestored"
+	// RecoveryFailedReason: the recovery began but cannot finish; the
+	// message says why and what is left.
+	RecoveryFailedReason = "RecoveryFailed"
+)
