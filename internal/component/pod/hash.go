@@ -16,6 +16,18 @@ import (
 // nothing by itself.
 const TemplateHashAnnotation = "etcd.quorumctl.io/template-hash"
 
+// ForceNewClusterAnnotation marks a Pod built while its member's spec asked
+// for --force-new-cluster, whose ConfigMap held the flag before the Pod's
+// container first started. A survivor's Pod without it started before the
+// flag was there, and is re-created so that etcd reads it.
+const ForceNewClusterAnnotation = "etcd.quorumctl.io/force-new-cluster"
+
+// StartedToForce reports whether the Pod was built to start its member with
+// --force-new-cluster.
+func StartedToForce(podAnnotations map[string]string) bool {
+	return podAnnotations[ForceNewClusterAnnotation] == "true"
+}
+
 // TemplateHash is the hash of what in a member's spec shapes its Pod.
 func TemplateHash(m *v1alpha1.EtcdMember) string {
 	shape := struct {

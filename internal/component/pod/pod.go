@@ -112,6 +112,9 @@ func Build(p Params) *corev1.Pod {
 		maps.Copy(annotations, md.Annotations)
 	}
 	annotations[TemplateHashAnnotation] = TemplateHash(m)
+	if m.Spec.ForceNewCluster {
+		annotations[ForceNewClusterAnnotation] = "true"
+	}
 
 	var pullSecrets []corev1.LocalObjectReference
 	if len(m.Spec.ImagePullSecrets) > 0 {

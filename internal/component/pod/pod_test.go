@@ -126,15 +126,44 @@ func TestBuild_StartupFlagsComeFromTheConfigMap(t *testing.T) {
 		g.Expect(a).NotTo(HavePrefix("--initial-cluster-state="))
 	}
 	refs := map[string]string{}
+	optional := map[string]bool{}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
 			refs[e.Name] = e.ValueFrom.ConfigMapKeyRef.Name + "/" + e.ValueFrom.ConfigMapKeyRef.Key
+			optional[e.Name] = e.ValueFrom.ConfigMapKeyRef.Optional != nil && *e.ValueFrom.ConfigMapKeyRef.Optional
 		}
 	}
 	g.Expect(refs).To(Equal(map[string]string{
 		"ETCD_INITIAL_CLUSTER":       testMember + "-startup/ETCD_INITIAL_CLUSTER",
 		"ETCD_INITIAL_CLUSTER_STATE": testMember + "-startup/ETCD_INITIAL_CLUSTER_STATE",
+		"ETCD_FORCE_NEW_CLUSTER":     testMember + "-startup/ETCD_FORCE_NEW_CLUSTER",
 	}))
+	g.Expect(optional).To(Equal(map[string]bool{
+		"ETCD_INITIAL_CLUSTER": false, "ETCD_INITIAL_CLUSTER_STATE": false,
+		// Absent from every ConfigMap but a recovering survivor's: a required
+		// reference would keep every other member from starting.
+		"ETCD_FORCE_NEW_CLUSTER": true,
+	}))
+}
+
+// --force-new-cluster reaches etcd only while the member's spec asks for
+// it, and the Pod built then says so, so that a survivor's Pod started
+// before the flag is told apart and re-created.
+func TestForceNewCluster_OnlyWhileTheSpecAsks(t *testing.T) {
+	g := NewWithT(t)
+	m := newMember()
+	g.Expect(pod.BuildStartupConfig(newParams(m)).Data).NotTo(HaveKey(v1alpha1.StartupForceNewClusterKey))
+	p := pod.Build(newParams(m))
+	g.Expect(p.Annotations).NotTo(HaveKey(pod.ForceNewClusterAnnotation))
+	g.Expect(pod.StartedToForce(p.Annotations)).To(BeFalse())
+
+	m.Spec.ForceNewCluster = true
+	g.Expect(pod.BuildStartupConfig(newParams(m)).Data).To(HaveKeyWithValue(v1alpha1.StartupForceNewClusterKey, "true"))
+	p = pod.Build(newParams(m))
+	g.Expect(pod.StartedToForce(p.Annotations)).To(BeTrue())
+	g.Expect(pod.Outdated(m, p.Annotations)).To(BeFalse())
+	m.Spec.ForceNewCluster = false
+	g.Expect(pod.Outdated(m, p.Annotations)).To(BeFalse(), "forcing is not a template change: a rollout never restarts for it")
 }
 
 func TestBuild_Args(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -29,20 +30,27 @@ func env(p Params) []corev1.EnvVar {
 			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key,
 		}}
 	}
+	// --force-new-cluster is in the ConfigMap only while the member is a
+	// disaster recovery's survivor; optional, so that every other start
+	// finds no such variable and etcd its default, false.
+	force := ref(v1alpha1.StartupForceNewClusterKey)
+	force.ConfigMapKeyRef.Optional = ptr.To(true)
 	return []corev1.EnvVar{
 		{Name: "GOTRACEBACK", Value: "none"},
 		{Name: v1alpha1.StartupInitialClusterKey, ValueFrom: ref(v1alpha1.StartupInitialClusterKey)},
 		{Name: v1alpha1.StartupInitialClusterStateKey, ValueFrom: ref(v1alpha1.StartupInitialClusterStateKey)},
+		{Name: v1alpha1.StartupForceNewClusterKey, ValueFrom: force},
 	}
 }
 
 // BuildStartupConfig is the member's startup ConfigMap: the
-// --initial-cluster and --initial-cluster-state its next start must use.
+// --initial-cluster and --initial-cluster-state its next start must use,
+// and --force-new-cluster while the member's spec asks for it.
 func BuildStartupConfig(p Params) *corev1.ConfigMap {
 	m := p.Member
 	self := m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, p.namespace(), p.clusterDomain()))
 	labels := v1alpha1.MemberLabels(m.Spec.ClusterName, m.Name)
-	return &corev1.ConfigMap{
+	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            v1alpha1.StartupConfigName(m.Name),
 			Namespace:       p.namespace(),
@@ -54,6 +62,10 @@ func BuildStartupConfig(p Params) *corev1.ConfigMap {
 			v1alpha1.StartupInitialClusterStateKey: v1alpha1.InitialClusterState(m, p.ClusterFormed),
 		},
 	}
+	if m.Spec.ForceNewCluster {
+		cm.Data[v1alpha1.StartupForceNewClusterKey] = "true"
+	}
+	return cm
 }
 
 // selfOnly is the --initial-cluster of a member that has booted.

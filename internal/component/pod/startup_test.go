@@ -51,3 +51,31 @@ func TestSyncStartupConfig_OnlyMovesForward(t *testing.T) {
 	g.Expect(cm.Data[v1alpha1.StartupInitialClusterKey]).To(Equal(self), "never back to the full list")
 	g.Expect(w.total()).To(Equal(before), "nothing to write")
 }
+
+// Clearing the flag takes the key out of the ConfigMap, so the survivor's
+// next restart is an ordinary one; forward-only values are untouched.
+func TestSyncStartupConfig_ForceNewClusterComesAndGoes(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	m := newMember(func(m *v1alpha1.EtcdMember) {
+		m.Status.MemberID = "8e9e05c52164694d"
+		m.Status.FirstReadyTime = &metav1.Time{}
+		m.Spec.ForceNewCluster = true
+	})
+	var w writes
+	c := newClient(&w)
+	p := newParams(m)
+	p.ClusterFormed = true
+	g.Expect(pod.SyncStartupConfig(ctx, c, p)).To(Succeed())
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: testNS, Name: v1alpha1.StartupConfigName(testMember)}
+	g.Expect(c.Get(ctx, key, cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue(v1alpha1.StartupForceNewClusterKey, "true"))
+
+	m.Spec.ForceNewCluster = false
+	g.Expect(pod.SyncStartupConfig(ctx, c, p)).To(Succeed())
+	g.Expect(c.Get(ctx, key, cm)).To(Succeed())
+	g.Expect(cm.Data).NotTo(HaveKey(v1alpha1.StartupForceNewClusterKey))
+	g.Expect(cm.Data).To(HaveKeyWithValue(v1alpha1.StartupInitialClusterStateKey, v1alpha1.InitialClusterStateExisting))
+	g.Expect(cm.Data).To(HaveKeyWithValue(v1alpha1.StartupInitialClusterKey, testInitial))
+}

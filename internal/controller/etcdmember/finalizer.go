@@ -49,6 +49,14 @@ func (r *Reconciler) finalize(ctx context.Context, m *v1alpha1.EtcdMember) (ctrl
 	if err := r.stopClientTraffic(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	}
+	if rec := cluster.Status.Recovery; rec.Active() && m.Name != rec.Survivor {
+		// A disaster recovery stops every member but its survivor. No
+		// quorum is left to commit a MemberRemove, and the survivor's
+		// --force-new-cluster drops these members from the membership
+		// itself (or a snapshot restore forms a new one).
+		log.Info("Releasing member stopped by a disaster recovery without removing it from etcd", "recovery", rec.Name)
+		return ctrl.Result{}, r.releaseFinalizer(ctx, m)
+	}
 	done, wait, err := r.removeFromEtcd(ctx, cluster, m)
 	if err != nil {
 		return ctrl.Result{}, err

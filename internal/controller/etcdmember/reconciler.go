@@ -108,8 +108,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := pod.SyncStartupConfig(ctx, r.Client, params); err != nil {
 		return ctrl.Result{}, err
 	}
+	// What the ConfigMap now holds, for the cluster controller to wait on.
+	m.Status.ForceNewCluster = m.Spec.ForceNewCluster
 	p, err := pod.Ensure(ctx, r.Client, params)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if restarted, err := r.restartToForce(ctx, m, p); err != nil || restarted {
 		return ctrl.Result{}, err
 	}
 	if restarted, err := r.restartIfOutdated(ctx, m, p); err != nil || restarted {
