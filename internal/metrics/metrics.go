@@ -45,6 +45,7 @@ const (
 	MemberReplacementsName = "etcd_operator_member_replacements_total"
 	ReconcileErrorsName    = "etcd_operator_cluster_reconcile_errors_total"
 	ReconcileDurationName  = "etcd_operator_cluster_reconcile_duration_seconds"
+	QuorumLostName         = "etcd_operator_cluster_quorum_lost"
 )
 
 // reconcileBuckets cover a pass that only reads (milliseconds) up to one that
@@ -73,11 +74,15 @@ type ClusterObservation struct {
 	// MemberDBSizes holds, by EtcdMember name, the database size each member
 	// reported this pass; members that did not answer are left out.
 	MemberDBSizes map[string]int64
+	// QuorumLost is the QuorumLost condition: the quorum is lost for good,
+	// or a recovery is rebuilding it.
+	QuorumLost bool
 }
 
 // Recorder owns the collectors and what must be remembered between passes.
 type Recorder struct {
 	desired, ready, voting, learners *prometheus.GaugeVec
+	quorumLost                       *prometheus.GaugeVec
 	leaderChanges                    *prometheus.CounterVec
 	clusterDBSize, memberDBSize      *prometheus.GaugeVec
 	replacements                     *prometheus.CounterVec
@@ -117,6 +122,8 @@ func New(reasons ...string) *Recorder {
 			"Members that are voters in etcd.", clusterLabels...),
 		learners: gauge(LearnerMembersName,
 			"Members that are learners in etcd.", clusterLabels...),
+		quorumLost: gauge(QuorumLostName,
+			"1 while the cluster's quorum is lost for good (the QuorumLost condition): too few voters are left for it to come back without an EtcdRecovery; 0 otherwise.", clusterLabels...),
 		leaderChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: LeaderChangesName,
 			Help: "Times the operator saw a different etcd leader than at its previous look at the cluster.",
@@ -147,7 +154,7 @@ func (r *Recorder) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		r.desired, r.ready, r.voting, r.learners, r.leaderChanges,
 		r.clusterDBSize, r.memberDBSize, r.replacements,
-		r.reconcileErrors, r.reconcileDuration,
+		r.reconcileErrors, r.reconcileDuration, r.quorumLost,
 	}
 }
 
@@ -196,6 +203,11 @@ func (r *Recorder) ObserveCluster(o ClusterObservation) {
 	r.ready.WithLabelValues(o.Namespace, o.Cluster).Set(float64(o.Ready))
 	r.voting.WithLabelValues(o.Namespace, o.Cluster).Set(float64(o.Voting))
 	r.learners.WithLabelValues(o.Namespace, o.Cluster).Set(float64(o.Learners))
+	lost := 0.0
+	if o.QuorumLost {
+		lost = 1
+	}
+	r.quorumLost.WithLabelValues(o.Namespace, o.Cluster).Set(lost)
 
 	// An unknown leader (an election, a pass that could not ask) is no
 	// change: A, unknown, A is none and A, unknown, B is one.
@@ -271,7 +283,7 @@ func (r *Recorder) deleteSeries(namespace, cluster string) {
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		r.desired, r.ready, r.voting, r.learners, r.leaderChanges,
 		r.clusterDBSize, r.memberDBSize, r.replacements,
-		r.reconcileErrors, r.reconcileDuration,
+		r.reconcileErrors, r.reconcileDuration, r.quorumLost,
 	} {
 		v.DeletePartialMatch(labels)
 	}

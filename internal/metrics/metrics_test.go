@@ -47,6 +47,9 @@ etcd_operator_cluster_voting_members{cluster="example",namespace="demo"} 2
 # HELP etcd_operator_cluster_learner_members Members that are learners in etcd.
 # TYPE etcd_operator_cluster_learner_members gauge
 etcd_operator_cluster_learner_members{cluster="example",namespace="demo"} 1
+# HELP etcd_operator_cluster_quorum_lost 1 while the cluster's quorum is lost for good (the QuorumLost condition): too few voters are left for it to come back without an EtcdRecovery; 0 otherwise.
+# TYPE etcd_operator_cluster_quorum_lost gauge
+etcd_operator_cluster_quorum_lost{cluster="example",namespace="demo"} 0
 # HELP etcd_operator_cluster_leader_changes_total Times the operator saw a different etcd leader than at its previous look at the cluster.
 # TYPE etcd_operator_cluster_leader_changes_total counter
 etcd_operator_cluster_leader_changes_total{cluster="example",namespace="demo"} 0
@@ -230,4 +233,18 @@ func TestDefaultIsOnControllerRuntimesRegistry(t *testing.T) {
 	g.Expect(names).To(HaveKey(LeaderChangesName))
 	g.Expect(names).To(HaveKey(MemberReplacementsName), "known reasons are created at 0")
 	g.Expect(ReplacementReasons).To(ContainElement("DataDirLost"))
+}
+
+func TestObserveClusterQuorumLost(t *testing.T) {
+	g := NewWithT(t)
+	r, _ := newRegistered(t)
+	o := observation(0, nil)
+	o.QuorumLost = true
+	r.ObserveCluster(o)
+	g.Expect(testutil.ToFloat64(r.quorumLost.WithLabelValues("demo", "example"))).To(Equal(1.0))
+	o.QuorumLost = false
+	r.ObserveCluster(o)
+	g.Expect(testutil.ToFloat64(r.quorumLost.WithLabelValues("demo", "example"))).To(Equal(0.0))
+	r.ForgetCluster("demo", "example")
+	g.Expect(testutil.CollectAndCount(r.quorumLost)).To(BeZero(), "a deleted cluster leaves no series")
 }

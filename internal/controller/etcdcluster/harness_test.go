@@ -57,7 +57,7 @@ func newHarness(t *testing.T) *harness {
 	// write that dominates the state-space test, and nothing here applies.
 	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
 	c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).
-		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdMember{}).Build()
+		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdMember{}, &v1alpha1.EtcdRecovery{}).Build()
 	h := &harness{t: t, g: NewWithT(t), c: c, etcd: etcdfake.New(), now: time.Unix(1_700_000_000, 0), events: events.NewFakeRecorder(100)}
 	h.r = &Reconciler{Client: c, APIReader: c, Dialer: h.etcd, ClusterDomain: testDomain, Recorder: h.events,
 		Now: func() time.Time { return h.now }}

@@ -81,6 +81,8 @@ func (r *Reconciler) recordURLs(ctx context.Context, s *scope) error {
 // voters answers, a pass either takes a step or waits on a condition that is
 // named in status and clears without a human (docs/design/0005).
 //
+//  0. A disaster recovery, while one is being carried out, is the only
+//     step (docs/design/0011).
 //  1. Finish an add whose etcd side is done: a write, and nothing else.
 //  2. Self-heal: replace a broken member. This runs in every state, because
 //     each step below may wait on the broken member itself.
@@ -95,6 +97,9 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	s.judgeVersion()
 	if !s.cluster.ClusterFormed() {
 		return r.reconcileBootstrap(ctx, s)
+	}
+	if res, acted, err := r.reconcileRecovery(ctx, s); acted || err != nil {
+		return res, err
 	}
 	desired := s.desiredReplicas()
 	if d := s.dormantMember(); d != nil {

@@ -1,6 +1,8 @@
 package etcdcluster
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/metrics"
 )
@@ -15,6 +17,8 @@ func recordMetrics(s *scope) {
 		UID:       string(c.UID),
 		Desired:   int(c.DesiredReplicas()),
 		Ready:     int(c.Status.ReadyMembers),
+		// Set by updateStatus before the metrics are recorded.
+		QuorumLost: meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha1.QuorumLostCondition),
 	}
 	for _, m := range c.Status.Members {
 		switch m.Role {

@@ -94,6 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer func() {
 		updateStatus(s)
 		r.announceStalled(before, cluster)
+		r.announceQuorumLost(before, cluster)
 		if err := r.patchStatus(ctx, before, cluster); err != nil {
 			reterr = errors.Join(reterr, err)
 		}
@@ -178,6 +179,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeToClusters),
 			builder.WithPredicates(nodeAvailabilityChanged())).
+		Watches(&v1alpha1.EtcdRecovery{}, handler.EnqueueRequestsFromMapFunc(recoveryToCluster)).
 		Named("etcdcluster").
 		Complete(r)
 }

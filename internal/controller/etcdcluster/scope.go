@@ -14,6 +14,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
+	"github.com/quorumctl/etcd-operator/internal/recovery"
 )
 
 // scope is everything one reconcile pass observed, plus what the pass decided
@@ -44,6 +45,8 @@ type scope struct {
 	reached bool
 	// broken are members self-heal judged beyond restarting.
 	broken []brokenMember
+	// loss is how the voters stand: who answers, who is gone and why.
+	loss recovery.Loss
 	// unfence are fenced members whose view agrees with the quorum's again.
 	unfence []*v1alpha1.EtcdMember
 	// remediationHeld says why a broken member is not being replaced.
@@ -234,6 +237,7 @@ func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster
 		s.etcd = r.inspectEtcd(ctx, s)
 	}
 	s.broken = r.assessMembers(s)
+	s.loss = r.assessQuorum(s)
 	s.reached = s.targetReached()
 	return s, nil
 }

@@ -26,6 +26,7 @@ func updateStatus(s *scope) {
 	c.Status.BrokenMembers = int32(len(s.broken))
 	c.Status.UpdatedMembers, c.Status.CurrentVersion = rolloutSummary(s)
 	setVersionsAligned(s)
+	setQuorumLost(s)
 	setAvailable(s)
 	setMembersHealthy(s)
 	setProgressing(s)
@@ -327,4 +328,31 @@ func deadlineText(c *v1alpha1.EtcdCluster) string {
 		seconds = *c.Spec.ProgressDeadlineSeconds
 	}
 	return fmt.Sprintf("%ds", seconds)
+}
+
+// setQuorumLost tells a quorum lost for good from one only out of reach,
+// and records status.quorumLoss while fewer than a quorum of voters answer.
+func setQuorumLost(s *scope) {
+	c := s.cluster
+	rec := c.Status.Recovery
+	switch {
+	case !c.ClusterFormed() || s.dormantMember() != nil:
+		c.Status.QuorumLoss = nil
+		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionFalse, v1alpha1.NotFormedReason,
+			"the cluster has not formed, or is paused: there is no quorum to lose")
+	case rec.Active():
+		c.Status.QuorumLoss = quorumLossStatus(s, s.loss)
+		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionTrue, v1alpha1.RecoveringReason,
+			fmt.Sprintf("EtcdRecovery %s is rebuilding the cluster from %s", rec.Name, recoverySource(rec)))
+	case s.loss.QuorumHeld():
+		c.Status.QuorumLoss = nil
+		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionFalse, v1alpha1.QuorumHeldReason,
+			fmt.Sprintf("%d of %d voters answer with a leader", s.loss.Healthy, s.loss.Voters))
+	case s.loss.ForGood():
+		c.Status.QuorumLoss = quorumLossStatus(s, s.loss)
+		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionTrue, v1alpha1.MembersGoneReason, quorumLostMessage(s, s.loss))
+	default:
+		c.Status.QuorumLoss = quorumLossStatus(s, s.loss)
+		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionFalse, v1alpha1.MembersUnreachableReason, quorumLostMessage(s, s.loss))
+	}
 }

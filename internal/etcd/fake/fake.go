@@ -168,6 +168,24 @@ func (f *Fake) setLeader(id uint64) {
 	f.leaderID = id
 }
 
+// ForceNewCluster does what etcd's --force-new-cluster does to a member's
+// data on restart: the member becomes the only one, and the leader, under
+// the same cluster and member IDs. Nobody called MemberRemove, so nothing
+// is recorded in Removed.
+func (f *Fake) ForceNewCluster(id uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := f.indexOf(id)
+	if i < 0 {
+		panic(fmt.Sprintf("fake: ForceNewCluster of unknown member %s", etcd.FormatMemberID(id)))
+	}
+	m := f.members[i]
+	m.IsLearner = false
+	f.members = []etcd.Member{m}
+	f.alarms = slices.DeleteFunc(f.alarms, func(a etcd.Alarm) bool { return a.MemberID != id })
+	f.setLeader(id)
+}
+
 // SetMaxLearners mirrors etcd's --max-learners.
 func (f *Fake) SetMaxLearners(n int) {
 	f.mu.Lock()

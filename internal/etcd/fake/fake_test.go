@@ -429,3 +429,29 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	g.Expect(count).To(Equal(map[string]int{etcd.OpDial: 1, etcd.OpMemberList: 8, etcd.OpStatus: 8, etcd.OpHealth: 8}))
 }
+
+func TestForceNewCluster(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f, m1, c := newCluster(t)
+	m2 := f.AddVoter("m2", peer2, client2)
+	f.AddVoter("m3", peer3, client3)
+	f.SetLeader(0)
+	_, err := c.MemberList(ctx)
+	g.Expect(err).To(HaveOccurred(), "no leader, no linearizable list")
+
+	f.ForceNewCluster(m2.ID)
+	c2, err := f.Dial(ctx, []string{client2})
+	g.Expect(err).NotTo(HaveOccurred())
+	list, err := c2.MemberList(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(list.ClusterID).To(Equal(etcdfake.DefaultClusterID), "the cluster ID is kept")
+	g.Expect(list.Members).To(HaveLen(1))
+	g.Expect(list.Members[0].ID).To(Equal(m2.ID), "so is the member ID")
+	st, err := c2.Status(ctx, client2)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.IsLeader()).To(BeTrue())
+	g.Expect(f.Removed).To(BeEmpty(), "nobody removed anyone")
+	_, err = c.Status(ctx, client1)
+	g.Expect(err).To(HaveOccurred(), "%s is no longer a member", etcd.FormatMemberID(m1.ID))
+}
