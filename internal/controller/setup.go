@@ -8,6 +8,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdcluster"
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdmember"
+	"github.com/quorumctl/etcd-operator/internal/controller/etcdrecovery"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
@@ -21,7 +22,7 @@ type Options struct {
 	Dialer etcd.Dialer
 }
 
-// Setup registers the EtcdCluster and EtcdMember controllers.
+// Setup registers the EtcdCluster, EtcdMember and EtcdRecovery controllers.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	dialer := opts.Dialer
 	if dialer == nil {
@@ -44,6 +45,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		ImageRepository: opts.EtcdImageRepository,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdMember controller: %w", err)
+	}
+	if err := (&etcdrecovery.Reconciler{
+		Client:        mgr.GetClient(),
+		Recorder:      mgr.GetEventRecorder("etcdrecovery-controller"),
+		Dialer:        dialer,
+		ClusterDomain: opts.ClusterDomain,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the EtcdRecovery controller: %w", err)
 	}
 	return nil
 }

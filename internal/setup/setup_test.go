@@ -19,6 +19,8 @@ func TestNewScheme(t *testing.T) {
 		etcdv1alpha1.GroupVersion.WithKind("EtcdClusterList"),
 		etcdv1alpha1.GroupVersion.WithKind("EtcdMember"),
 		etcdv1alpha1.GroupVersion.WithKind("EtcdMemberList"),
+		etcdv1alpha1.GroupVersion.WithKind("EtcdRecovery"),
+		etcdv1alpha1.GroupVersion.WithKind("EtcdRecoveryList"),
 	} {
 		if !s.Recognizes(gvk) {
 			t.Errorf("the scheme does not know %s", gvk)
