@@ -42,6 +42,7 @@ type options struct {
 	wait     bool
 	// replaceTimeout bounds replace-member's wait.
 	replaceTimeout time.Duration
+	recover        recoverOptions
 }
 
 type command struct {
@@ -124,6 +125,32 @@ var commands = []command{
 			"  --replace-timeout D   how long to wait (default " + DefaultReplaceTimeout.String() + ")\n",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
 			return runReplaceMember(ctx, env, w, args[0], o.wait, o.replaceTimeout)
+		},
+	},
+	{
+		name: "recover", args: "CLUSTER --from-survivor [--member NAME] | --from-snapshot [--snapshot NAME]", min: 1, max: 1,
+		summary: "Recover a cluster whose quorum is lost for good: create an EtcdRecovery,\nprint the plan the operator records (what is kept, what is lost) and wait\nuntil the cluster is Ready again. The operator refuses while a quorum\nanswers, and a named survivor behind another unless --force.",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.BoolVar(&o.recover.fromSurvivor, "from-survivor", false, "")
+			fs.BoolVar(&o.recover.fromSnapshot, "from-snapshot", false, "")
+			fs.StringVar(&o.recover.member, "member", "", "")
+			fs.StringVar(&o.recover.snapshot, "snapshot", "", "")
+			fs.DurationVar(&o.recover.maxAge, "max-age", 0, "")
+			fs.BoolVar(&o.recover.force, "force", false, "")
+			fs.BoolVar(&o.recover.wait, "wait", true, "")
+			fs.DurationVar(&o.recover.timeout, "recover-timeout", DefaultRecoverTimeout, "")
+		},
+		help: "  --from-survivor       restart one member that kept its data as a one-member\n" +
+			"                        cluster (same cluster ID) and grow back from it\n" +
+			"  --member NAME         the member to recover from (default: the one furthest ahead)\n" +
+			"  --from-snapshot       rebuild the cluster from an EtcdSnapshot (new cluster ID)\n" +
+			"  --snapshot NAME       the EtcdSnapshot (default: the latest successful one)\n" +
+			"  --max-age DURATION    refuse a snapshot older than this\n" +
+			"  --force               use a survivor behind another, or an old snapshot, anyway\n" +
+			"  --wait                wait until the cluster is Ready again (default true)\n" +
+			"  --recover-timeout D   how long to wait (default " + DefaultRecoverTimeout.String() + ")\n",
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runRecover(ctx, env, w, args[0], o.recover)
 		},
 	},
 	{
@@ -267,6 +294,8 @@ func validate(cmd *command, o *options) error {
 		if o.to == "" {
 			return usagef("move-leader needs --to MEMBER, a member name or hex ID")
 		}
+	case "recover":
+		return validateRecover(o.recover)
 	}
 	if o.output != "" {
 		return checkOutput(o.output)
