@@ -48,10 +48,15 @@ func readyCluster(w *world, name string) {
 }
 
 func recoveryPlan() *v1alpha1.RecoveryPlan {
-	return &v1alpha1.RecoveryPlan{Source: v1alpha1.RecoveryFromSurvivor, Survivor: "demo-a", SurvivorID: "00000000000000a1",
-		Revision: 30, BestKnownRevision: 42, BestKnownMember: "demo-b", RevisionGap: 12, Removed: []string{"demo-b", "demo-c"},
+	return &v1alpha1.RecoveryPlan{
+		Source: v1alpha1.RecoveryFromSurvivor, Survivor: "demo-a", SurvivorID: "00000000000000a1",
+		Revision: 30, BestKnownRevision: 42, BestKnownMember: "demo-b", RevisionGap: 12,
+		Removed:   []string{"demo-b", "demo-c"},
 		Survivors: []v1alpha1.SurvivorReport{{Name: "demo-a", RaftIndex: 41, RaftAppliedIndex: 40, Revision: 30}},
-		Keeps:     "the data of member demo-a", Loses: "what only the others had", Forced: []string{v1alpha1.SurvivorBehindReason}}
+		Keeps:     "the data of member demo-a",
+		Loses:     "what only the others had",
+		Forced:    []string{v1alpha1.SurvivorBehindReason},
+	}
 }
 
 func withCondition(st v1alpha1.EtcdRecoveryStatus, t, reason, msg string) v1alpha1.EtcdRecoveryStatus {
