@@ -100,8 +100,12 @@ type Member struct {
 	// LogFile receives the process's output, in the test's artifact dir.
 	LogFile string
 
+	// Token is the cluster's --initial-cluster-token.
+	Token string
+
 	bin    string
 	args   []string
+	env    []string
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
@@ -137,6 +141,7 @@ func StartCluster(t testing.TB, bin string, opts Options) []*Member {
 			Name:      fmt.Sprintf("m%d", i),
 			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
 			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			Token:     token,
 			bin:       bin,
 		}
 		m.DataDir = filepath.Join(dir, m.Name)
@@ -215,6 +220,9 @@ func (m *Member) start() error {
 	}
 	cmd := exec.Command(m.bin, m.args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if m.env != nil {
+		cmd.Env = append(os.Environ(), m.env...)
+	}
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
 		return err
@@ -263,6 +271,85 @@ func (m *Member) Restart() error {
 		return errors.New("etcd " + m.Name + " is still running")
 	}
 	return m.start()
+}
+
+// RestartWith starts the member again on its data dir, with each flag that
+// env names (ETCD_INITIAL_CLUSTER for --initial-cluster, and so on) taken
+// off its command line and given as that variable instead, as a member Pod
+// gets its startup values from its ConfigMap. Variables of earlier restarts
+// are dropped.
+func (m *Member) RestartWith(env map[string]string) error {
+	select {
+	case <-m.exited:
+	default:
+		return errors.New("etcd " + m.Name + " is still running")
+	}
+	m.env = []string{}
+	for key, value := range env {
+		flag := "--" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "ETCD_")), "_", "-") + "="
+		kept := m.args[:0:0]
+		for _, a := range m.args {
+			if !strings.HasPrefix(a, flag) {
+				kept = append(kept, a)
+			}
+		}
+		m.args = kept
+		m.env = append(m.env, key+"="+value)
+	}
+	return m.start()
+}
+
+// WipeDataDir stops the member at once and removes its data dir, as a lost
+// volume would leave it. The member stays stopped.
+func (m *Member) WipeDataDir() error {
+	m.Kill()
+	return os.RemoveAll(m.DataDir)
+}
+
+// NewMember allocates a member of the cluster whose first member is peer,
+// with its own URLs and data dir, without starting it: its peer URL must be
+// added to the cluster first. Join starts it.
+func NewMember(t testing.TB, bin, name string, peer *Member) *Member {
+	t.Helper()
+	ports := freePorts(t, 2)
+	m := &Member{
+		Name:      name,
+		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		DataDir:   filepath.Join(t.TempDir(), name),
+		LogFile:   filepath.Join(t.ArtifactDir(), peer.Token+"-"+name+".log"),
+		Token:     peer.Token,
+		bin:       bin,
+	}
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// Join starts a member made by NewMember as a joiner of an existing
+// cluster, with the --initial-cluster that adding it returned.
+func (m *Member) Join(initialCluster string, extra ...string) error {
+	m.args = append([]string{
+		"--name=" + m.Name,
+		"--data-dir=" + m.DataDir,
+		"--listen-client-urls=" + m.ClientURL,
+		"--advertise-client-urls=" + m.ClientURL,
+		"--listen-peer-urls=" + m.PeerURL,
+		"--initial-advertise-peer-urls=" + m.PeerURL,
+		"--initial-cluster=" + initialCluster,
+		"--initial-cluster-state=existing",
+		"--initial-cluster-token=" + m.Token,
+	}, extra...)
+	return m.start()
+}
+
+// WaitExited waits for the process to end by itself.
+func (m *Member) WaitExited(timeout time.Duration) error {
+	select {
+	case <-m.exited:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("etcd %s still runs after %s", m.Name, timeout)
+	}
 }
 
 // WaitReady polls until the member serves a linearizable read, which needs a
