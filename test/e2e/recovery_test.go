@@ -1,0 +1,322 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/test/e2e/framework"
+)
+
+const recoveryKeys = 100
+
+// cluster reads the harness's EtcdCluster.
+func (h *healHarness) cluster(ctx context.Context) *v1alpha1.EtcdCluster {
+	cl := &v1alpha1.EtcdCluster{}
+	h.g.Expect(h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl)).To(Succeed())
+	return cl
+}
+
+// putKeys writes keys through the client Service.
+func (h *healHarness) putKeys(ctx context.Context, prefix string, n int) {
+	h.t.Helper()
+	svc, err := env.ClientServiceEndpoint(ctx, h.ns, h.name)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	cli, err := framework.EtcdClient(svc)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	defer cli.Close()
+	h.g.Expect(framework.PutKeys(ctx, cli, prefix, n)).To(Succeed())
+}
+
+// expectKeysEverywhere reads every key of prefix from every member directly.
+func (h *healHarness) expectKeysEverywhere(ctx context.Context, prefix string, n, members int) {
+	h.t.Helper()
+	eps, err := env.MemberEndpoints(ctx, h.ns, h.name)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(eps).To(HaveLen(members))
+	for _, ep := range eps {
+		h.g.Expect(framework.CheckKeys(ctx, ep, prefix, n)).To(Succeed())
+	}
+}
+
+// loseDataDirs wipes the named members' data dirs with the operator
+// stopped, so that self-heal cannot act on the first before the others
+// break, and restarts their etcd on the empty dirs. The operator is
+// started again before it returns.
+func (h *healHarness) loseDataDirs(ctx context.Context, before func(), victims ...v1alpha1.EtcdMember) {
+	h.t.Helper()
+	h.g.Expect(env.ScaleOperator(ctx, 0)).To(Succeed())
+	started := false
+	defer func() {
+		if !started {
+			h.g.Expect(env.ScaleOperator(context.Background(), 1)).To(Succeed())
+		}
+	}()
+	if before != nil {
+		before()
+	}
+	for _, m := range victims {
+		h.g.Expect(env.WipeDataDir(ctx, h.ns, m.Name)).To(Succeed())
+		h.g.Expect(env.RestartEtcd(ctx, h.ns, m.Name)).To(Succeed())
+	}
+	h.g.Expect(env.ScaleOperator(ctx, 1)).To(Succeed())
+	started = true
+}
+
+// waitQuorumLost waits for the QuorumLost condition to be True, the
+// quorum lost for good, with every named member among the survivors.
+func (h *healHarness) waitQuorumLost(ctx context.Context, survivors ...string) *v1alpha1.EtcdCluster {
+	h.t.Helper()
+	var cl *v1alpha1.EtcdCluster
+	h.g.Expect(framework.WaitFor(ctx, 3*time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		cl = &v1alpha1.EtcdCluster{}
+		if err := h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl); err != nil {
+			return false, err
+		}
+		cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.QuorumLostCondition)
+		if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.MembersGoneReason || cl.Status.QuorumLoss == nil {
+			return false, nil
+		}
+		left := map[string]bool{}
+		for _, s := range cl.Status.QuorumLoss.Survivors {
+			left[s.Name] = s.Revision > 0
+		}
+		for _, s := range survivors {
+			if !left[s] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})).To(Succeed(), "QuorumLost=True/MembersGone with survivors %v", survivors)
+	return cl
+}
+
+// survivorReport is what status.quorumLoss says of one survivor.
+func survivorReport(cl *v1alpha1.EtcdCluster, name string) v1alpha1.SurvivorReport {
+	for _, s := range cl.Status.QuorumLoss.Survivors {
+		if s.Name == name {
+			return s
+		}
+	}
+	return v1alpha1.SurvivorReport{}
+}
+
+// expectUnchanged watches the members for a while: with the quorum lost
+// for good and no recovery asked for, nothing is deleted or added.
+func (h *healHarness) expectUnchanged(ctx context.Context, want []string) {
+	h.t.Helper()
+	h.g.Consistently(func() []string {
+		var live []string
+		for _, m := range h.members(ctx) {
+			if m.DeletionTimestamp.IsZero() {
+				live = append(live, m.Name)
+			}
+		}
+		return live
+	}, 20*time.Second, time.Second).Should(ConsistOf(want))
+	for _, m := range h.members(ctx) {
+		h.g.Expect(m.Spec.ForceNewCluster).To(BeFalse(), "nothing is forced without an EtcdRecovery")
+	}
+}
+
+// askRecovery creates an EtcdRecovery and waits for the operator to plan or
+// refuse it.
+func (h *healHarness) askRecovery(ctx context.Context, name string, spec v1alpha1.EtcdRecoverySpec) *v1alpha1.EtcdRecovery {
+	h.t.Helper()
+	spec.ClusterName = h.name
+	er := &v1alpha1.EtcdRecovery{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns}, Spec: spec}
+	h.g.Expect(h.c.Create(ctx, er)).To(Succeed())
+	h.g.Expect(framework.WaitFor(ctx, time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if err := h.c.Get(ctx, client.ObjectKeyFromObject(er), er); err != nil {
+			return false, err
+		}
+		return er.Status.Phase != "" && er.Status.Phase != v1alpha1.RecoveryPending, nil
+	})).To(Succeed(), "the operator plans or refuses EtcdRecovery %s", name)
+	return er
+}
+
+func (h *healHarness) expectRefused(er *v1alpha1.EtcdRecovery, reason, message string) {
+	h.t.Helper()
+	h.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryRefused))
+	cond := meta.FindStatusCondition(er.Status.Conditions, v1alpha1.RecoveryPlannedCondition)
+	h.g.Expect(cond).NotTo(BeNil())
+	h.g.Expect(cond.Reason).To(Equal(reason))
+	h.g.Expect(cond.Message).To(ContainSubstring(message))
+	h.g.Expect(er.Status.Plan).To(BeNil(), "nothing is planned, nothing changes")
+}
+
+// buildPlugin builds kubectl-etcd into a directory to put on PATH.
+func buildPlugin(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, "kubectl-etcd"), "./cmd/kubectl-etcd")
+	build.Dir = env.RepoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("failed to build kubectl-etcd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestRecoverFromASurvivor is the first acceptance test: two of three
+// members lose their data dirs while the operator is stopped; the operator,
+// started again, reports the quorum lost and changes nothing; kubectl etcd
+// recover --from-survivor brings the cluster back to 3 members with every
+// key the survivor had, under the same cluster ID.
+func TestRecoverFromASurvivor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	h := newHealCluster(ctx, t, "dr-survivor", nil)
+	defer func() {
+		if t.Failed() {
+			env.DumpNamespace(t, h.ns)
+		}
+	}()
+	h.putKeys(ctx, "dr", recoveryKeys)
+	clusterID := h.cluster(ctx).Status.ClusterID
+	survivor := h.pick(ctx, true)
+	first := h.pick(ctx, false)
+	second := h.pick(ctx, false, first.Name)
+	before := names(h.members(ctx))
+
+	h.loseDataDirs(ctx, nil, first, second)
+	cl := h.waitQuorumLost(ctx, survivor.Name)
+	cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.QuorumLostCondition)
+	h.g.Expect(cond.Message).To(ContainSubstring(first.Name + " (DataDirLost"))
+	h.g.Expect(cond.Message).To(ContainSubstring(second.Name + " (DataDirLost"))
+	h.g.Expect(cond.Message).To(ContainSubstring("left: " + survivor.Name))
+	h.g.Expect(survivorReport(cl, survivor.Name).Revision).To(BeNumerically(">", recoveryKeys))
+	h.g.Expect(cl.Status.QuorumLoss.Gone).To(HaveLen(2))
+	h.expectEvent(ctx, v1alpha1.QuorumLostCondition, first.Name)
+	h.expectUnchanged(ctx, before)
+
+	plugin := buildPlugin(ctx, t)
+	cmd := exec.CommandContext(ctx, env.KubectlPath, "etcd", "recover", h.name, "-n", h.ns, "--from-survivor")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "PATH="+plugin+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	t.Logf("kubectl etcd recover:\n%s", out)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(string(out)).To(ContainSubstring("Plan, recorded before anything changes"))
+	h.g.Expect(string(out)).To(ContainSubstring("from:      member " + survivor.Name))
+	h.g.Expect(string(out)).To(ContainSubstring("is Ready with 3 members"))
+
+	cl, err = framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, 5*time.Minute)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(cl.Status.Members).To(HaveLen(3))
+	h.g.Expect(cl.Status.ClusterID).To(Equal(clusterID), "the cluster ID is kept")
+	ids := map[string]string{}
+	for _, m := range cl.Status.Members {
+		ids[m.Name] = m.ID
+	}
+	h.g.Expect(ids).To(HaveKeyWithValue(survivor.Name, survivor.Status.MemberID), "the survivor keeps its member ID")
+	h.g.Expect(ids).NotTo(HaveKey(first.Name))
+	h.g.Expect(ids).NotTo(HaveKey(second.Name))
+	h.expectKeysEverywhere(ctx, "dr", recoveryKeys, 3)
+	h.expectSentinelEverywhere(ctx)
+	for _, m := range h.members(ctx) {
+		h.g.Expect(m.Spec.ForceNewCluster).To(BeFalse(), "no later restart forces again")
+	}
+
+	var recs v1alpha1.EtcdRecoveryList
+	h.g.Expect(h.c.List(ctx, &recs, client.InNamespace(h.ns))).To(Succeed())
+	h.g.Expect(recs.Items).To(HaveLen(1))
+	er := recs.Items[0]
+	h.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoverySucceeded))
+	h.g.Expect(er.Status.Plan.Survivor).To(Equal(survivor.Name))
+	h.g.Expect(er.Status.Plan.Removed).To(ConsistOf(first.Name, second.Name))
+	h.g.Eventually(func() *v1alpha1.ClusterRecovery { return h.cluster(ctx).Status.Recovery }, 30*time.Second, 500*time.Millisecond).
+		Should(BeNil(), "forgotten once its EtcdRecovery recorded the outcome")
+	cond = meta.FindStatusCondition(h.cluster(ctx).Status.Conditions, v1alpha1.QuorumLostCondition)
+	h.g.Expect(cond.Reason).To(Equal(v1alpha1.QuorumHeldReason))
+	h.putKeys(ctx, "after", 10)
+}
+
+// TestRecoveryRefusals is the third acceptance test: a recovery asked
+// for while a quorum answers, and one from a survivor that is behind
+// another, are refused with their messages and change nothing. The second
+// needs two survivors at different revisions, so it uses five members: one
+// survivor's Pod is deleted with the operator stopped (so nobody re-creates
+// it), keys are written to the four left, three data dirs are wiped, and
+// the operator brings the lagging survivor's Pod back on its old data.
+// Recovering without naming a survivor then takes the one ahead.
+func TestRecoveryRefusals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+
+	t.Run("a quorum answers", func(t *testing.T) {
+		h := newHealCluster(ctx, t, "dr-quorum", nil)
+		before := names(h.members(ctx))
+		er := h.askRecovery(ctx, "needless", v1alpha1.EtcdRecoverySpec{
+			Source: v1alpha1.RecoverySource{Survivor: &v1alpha1.SurvivorSource{}}, Force: true})
+		h.expectRefused(er, v1alpha1.QuorumReachableReason, "3 of 3 voters answer with a leader, a quorum: EtcdCluster dr-quorum needs no recovery")
+		h.expectEvent(ctx, v1alpha1.QuorumReachableReason, "needs no recovery")
+		h.expectUnchanged(ctx, before)
+		_, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, time.Minute)
+		h.g.Expect(err).NotTo(HaveOccurred())
+	})
+
+	t.Run("a survivor behind another", func(t *testing.T) {
+		h := newHealCluster(ctx, t, "dr-behind", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
+		defer func() {
+			if t.Failed() {
+				env.DumpNamespace(t, h.ns)
+			}
+		}()
+		h.putKeys(ctx, "early", 20)
+		all := h.members(ctx)
+		lagging, ahead := all[0], all[1]
+		victims := all[2:]
+		h.loseDataDirs(ctx, func() {
+			// Stopped for good while the operator is: its Pod is the
+			// member controller's to re-create.
+			h.g.Expect(env.Clientset.CoreV1().Pods(h.ns).Delete(ctx, lagging.Name, metav1.DeleteOptions{})).To(Succeed())
+			h.g.Expect(framework.WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+				pods, err := env.MemberPods(ctx, h.ns, h.name)
+				return err == nil && pods[lagging.Name] == nil, err
+			})).To(Succeed())
+			h.putKeys(ctx, "late", 50)
+		}, victims...)
+		cl := h.waitQuorumLost(ctx, lagging.Name, ahead.Name)
+		behind, front := survivorReport(cl, lagging.Name), survivorReport(cl, ahead.Name)
+		h.g.Expect(front.Revision).To(BeNumerically(">=", behind.Revision+50), "the late writes reached only %s", ahead.Name)
+
+		er := h.askRecovery(ctx, "from-behind", v1alpha1.EtcdRecoverySpec{
+			Source: v1alpha1.RecoverySource{Survivor: &v1alpha1.SurvivorSource{Member: lagging.Name}}})
+		h.expectRefused(er, v1alpha1.SurvivorBehindReason,
+			fmt.Sprintf("member %s is behind member %s", lagging.Name, ahead.Name))
+		h.expectEvent(ctx, v1alpha1.SurvivorBehindReason, lagging.Name)
+		h.expectUnchanged(ctx, names(all))
+
+		er = h.askRecovery(ctx, "from-the-best", v1alpha1.EtcdRecoverySpec{
+			Source: v1alpha1.RecoverySource{Survivor: &v1alpha1.SurvivorSource{}}})
+		h.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryRunning))
+		h.g.Expect(er.Status.Plan.Survivor).To(Equal(ahead.Name), "the survivor furthest ahead")
+		h.g.Expect(er.Status.Plan.Removed).To(ContainElement(lagging.Name))
+		h.g.Expect(strings.Join(er.Status.Plan.Removed, ",")).NotTo(ContainSubstring(ahead.Name))
+		h.g.Expect(framework.WaitFor(ctx, 10*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+			if err := h.c.Get(ctx, client.ObjectKeyFromObject(er), er); err != nil {
+				return false, err
+			}
+			return er.Status.Phase.Terminal(), nil
+		})).To(Succeed())
+		h.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoverySucceeded))
+		_, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, 10*time.Minute)
+		h.g.Expect(err).NotTo(HaveOccurred())
+		h.expectKeysEverywhere(ctx, "early", 20, 5)
+		h.expectKeysEverywhere(ctx, "late", 50, 5)
+	})
+}
