@@ -14,6 +14,7 @@ const DefaultEtcdVersion = "3.6.16"
 // EtcdClusterSpec is the desired state of an etcd cluster.
 //
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.replicas) && self.replicas == 0)",message="a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members. Use an odd number: 3 tolerates
 	// one failure, 5 tolerates two. 0 pauses the cluster: members are
@@ -37,6 +38,11 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	SelfHeal SelfHealSpec `json:"selfHeal,omitempty"`
+
+	// Bootstrap says how the cluster starts: empty, or restored from a
+	// snapshot. It is set at creation and never changes.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
 	MemberTemplate `json:",inline"`
 }
@@ -161,6 +167,11 @@ type EtcdClusterStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Members []MemberSummary `json:"members,omitempty"`
+
+	// RestoredFrom is the snapshot the cluster was created from, once its
+	// source has been checked.
+	// +optional
+	RestoredFrom *RestoredFrom `json:"restoredFrom,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator.
@@ -204,3 +215,11 @@ func (c *EtcdCluster) DesiredReplicas() int32 {
 // ClusterFormed reports whether the seed has formed the cluster: from then on
 // an empty data dir means lost data, never a pending bootstrap.
 func (c *EtcdCluster) ClusterFormed() bool { return c.Status.ClusterID != "" }
+
+// Restore is spec.bootstrap.restore, or nil.
+func (c *EtcdCluster) Restore() *RestoreSpec {
+	if c.Spec.Bootstrap == nil {
+		return nil
+	}
+	return c.Spec.Bootstrap.Restore
+}
