@@ -85,7 +85,9 @@ func (r *RestoreSpec) BumpRevisionOrDefault() int64 {
 }
 
 // MarkCompactedOrDefault is MarkCompacted with its default applied.
-func (r *RestoreSpec) MarkCompactedOrDefault() bool { return r.MarkCompacted == nil || *r.MarkCompacted }
+func (r *RestoreSpec) MarkCompactedOrDefault() bool {
+	return r.MarkCompacted == nil || *r.MarkCompacted
+}
 
 // RestoredFrom records the snapshot a cluster was created from.
 type RestoredFrom struct {
