@@ -17,6 +17,9 @@ type Options struct {
 	EtcdImageRepository string
 	// ClusterDomain is the DNS suffix of Services, such as cluster.local.
 	ClusterDomain string
+	// OperatorImage is the operator's own image, which runs the snapshot
+	// Jobs and the restore's download in the seed's Pod.
+	OperatorImage string
 	// Dialer reaches etcd; nil means the real client.
 	Dialer etcd.Dialer
 }
