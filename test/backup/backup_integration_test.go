@@ -392,4 +392,3 @@ func TestRoundTripThroughAVolume(t *testing.T) {
 	d.check(t, ctx, cli)
 	expectCompactedWatch(t, ctx, cli, meta.Revision)
 }
-
