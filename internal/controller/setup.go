@@ -8,6 +8,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdcluster"
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdmember"
+	"github.com/quorumctl/etcd-operator/internal/controller/etcdsnapshot"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
@@ -24,7 +25,8 @@ type Options struct {
 	Dialer etcd.Dialer
 }
 
-// Setup registers the EtcdCluster and EtcdMember controllers.
+// Setup registers the EtcdCluster, EtcdMember, EtcdSnapshot and
+// EtcdSnapshotSchedule controllers.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	dialer := opts.Dialer
 	if dialer == nil {
@@ -47,6 +49,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		ImageRepository: opts.EtcdImageRepository,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdMember controller: %w", err)
+	}
+	if err := (&etcdsnapshot.Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorder("etcdsnapshot-controller"),
+		OperatorImage: opts.OperatorImage,
+		ClusterDomain: opts.ClusterDomain,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the EtcdSnapshot controller: %w", err)
 	}
 	return nil
 }
