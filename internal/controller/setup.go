@@ -9,6 +9,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdcluster"
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdmember"
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdsnapshot"
+	"github.com/quorumctl/etcd-operator/internal/controller/etcdsnapshotschedule"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
@@ -58,6 +59,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		ClusterDomain: opts.ClusterDomain,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdSnapshot controller: %w", err)
+	}
+	if err := (&etcdsnapshotschedule.Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorder("etcdsnapshotschedule-controller"),
+		OperatorImage: opts.OperatorImage,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the EtcdSnapshotSchedule controller: %w", err)
 	}
 	return nil
 }
