@@ -149,7 +149,7 @@ func TestNoNewSnapshotWhileOneRuns(t *testing.T) {
 	h.reconcile()
 	snaps := h.snapshots()
 	h.g.Expect(snaps).To(HaveLen(2), "one for the two ticks held back")
-	h.g.Expect(h.get().Status.LastScheduleTime.Time).To(BeTemporally("==", t0.Add(3 * time.Minute)))
+	h.g.Expect(h.get().Status.LastScheduleTime.Time).To(BeTemporally("==", t0.Add(3*time.Minute)))
 	h.g.Expect(h.get().Status.LastSuccessfulTime).NotTo(BeNil())
 }
 
