@@ -39,6 +39,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Recorder:      mgr.GetEventRecorder("etcdcluster-controller"),
 		Dialer:        dialer,
 		ClusterDomain: opts.ClusterDomain,
+		OperatorImage: opts.OperatorImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdCluster controller: %w", err)
 	}
@@ -48,6 +49,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Dialer:          dialer,
 		ClusterDomain:   opts.ClusterDomain,
 		ImageRepository: opts.EtcdImageRepository,
+		OperatorImage:   opts.OperatorImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdMember controller: %w", err)
 	}

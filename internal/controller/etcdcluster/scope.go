@@ -52,6 +52,8 @@ type scope struct {
 	// phaseErrs are the failures of this pass's phases, each of which ran
 	// regardless of the others.
 	phaseErrs []error
+	// restoreRefusal is why a restore from a snapshot is refused, if it is.
+	restoreRefusal *progress
 }
 
 type progress struct {
