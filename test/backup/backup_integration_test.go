@@ -69,7 +69,7 @@ func (d data) value(i int) string {
 	return fmt.Sprintf("value-%d", i)
 }
 
-func (d data) write(t *testing.T, ctx context.Context, cli *clientv3.Client) int64 {
+func (d data) write(ctx context.Context, t *testing.T, cli *clientv3.Client) int64 {
 	t.Helper()
 	var rev int64
 	for i := range d.small + d.large {
@@ -82,7 +82,7 @@ func (d data) write(t *testing.T, ctx context.Context, cli *clientv3.Client) int
 	return rev
 }
 
-func (d data) check(t *testing.T, ctx context.Context, cli *clientv3.Client) {
+func (d data) check(ctx context.Context, t *testing.T, cli *clientv3.Client) {
 	t.Helper()
 	resp, err := cli.Get(ctx, "/registry/", clientv3.WithPrefix())
 	if err != nil {
@@ -101,7 +101,7 @@ func (d data) check(t *testing.T, ctx context.Context, cli *clientv3.Client) {
 // restore fetches the snapshot as the seed's first init container does and
 // restores it with the version's own etcdutl as the second does, then
 // starts etcd on the result.
-func restore(t *testing.T, ctx context.Context, st store.Store, etcdBin string, meta *backup.Metadata, bump int64) (*etcdproc.Member, etcdproc.Node) {
+func restore(ctx context.Context, t *testing.T, st store.Store, etcdBin string, meta *backup.Metadata, bump int64) (*etcdproc.Member, etcdproc.Node) {
 	t.Helper()
 	dir := t.TempDir()
 	node := etcdproc.NewNode(t, "seed")
@@ -143,7 +143,7 @@ func TestRoundTripThroughS3(t *testing.T) {
 			source := etcdproc.StartCluster(t, bin, etcdproc.Options{Members: members})
 			cli := rawClient(t, etcdproc.ClientURLs(source)...)
 			d := data{small: 1000, large: 250}
-			lastRev := d.write(t, ctx, cli)
+			lastRev := d.write(ctx, t, cli)
 			sourceStatus, err := cli.Status(ctx, source[0].ClientURL)
 			if err != nil {
 				t.Fatal(err)
@@ -163,19 +163,19 @@ func TestRoundTripThroughS3(t *testing.T) {
 			if meta.SizeBytes <= store.DefaultPartSize {
 				t.Fatalf("the snapshot is %d bytes, too small to need a multipart upload", meta.SizeBytes)
 			}
-			if members > 1 && meta.Endpoint == leaderEndpoint(t, ctx, cli, source) {
+			if members > 1 && meta.Endpoint == leaderEndpoint(ctx, t, cli, source) {
 				t.Fatalf("the snapshot was streamed from the leader %s with healthy followers around", meta.Endpoint)
 			}
 			if got, err := agent.Inspect(ctx, st, key); err != nil || got.SHA256 != meta.SHA256 {
 				t.Fatalf("inspect: %+v, %v", got, err)
 			}
 			// Nothing else written, no multipart upload left open.
-			expectObjects(t, ctx, st, "ns/source-"+version+"/", key, backup.MetadataKey(key))
+			expectObjects(ctx, t, st, "ns/source-"+version+"/", key, backup.MetadataKey(key))
 
 			const bump = 1000000000
-			restored, node := restore(t, ctx, st, bin, meta, bump)
+			restored, node := restore(ctx, t, st, bin, meta, bump)
 			rcli := rawClient(t, node.ClientURL)
-			d.check(t, ctx, rcli)
+			d.check(ctx, t, rcli)
 			st2, err := rcli.Status(ctx, node.ClientURL)
 			if err != nil {
 				t.Fatal(err)
@@ -189,9 +189,9 @@ func TestRoundTripThroughS3(t *testing.T) {
 			// Every revision below the bumped one is compacted: a watch
 			// from before the restore, or from anywhere up to the bump,
 			// ends with a compaction, and its client has to relist.
-			expectCompactedWatch(t, ctx, rcli, meta.Revision)
-			expectCompactedWatch(t, ctx, rcli, bump)
-			expectCompactedWatch(t, ctx, rcli, meta.Revision+bump-1)
+			expectCompactedWatch(ctx, t, rcli, meta.Revision)
+			expectCompactedWatch(ctx, t, rcli, bump)
+			expectCompactedWatch(ctx, t, rcli, meta.Revision+bump-1)
 			// And it is writable, from beyond the bump.
 			put, err := rcli.Put(ctx, "/after-restore", "x")
 			if err != nil || put.Header.Revision <= meta.Revision+bump {
@@ -202,7 +202,7 @@ func TestRoundTripThroughS3(t *testing.T) {
 	}
 }
 
-func leaderEndpoint(t *testing.T, ctx context.Context, cli *clientv3.Client, members []*etcdproc.Member) string {
+func leaderEndpoint(ctx context.Context, t *testing.T, cli *clientv3.Client, members []*etcdproc.Member) string {
 	t.Helper()
 	for _, m := range members {
 		st, err := cli.Status(ctx, m.ClientURL)
@@ -215,7 +215,7 @@ func leaderEndpoint(t *testing.T, ctx context.Context, cli *clientv3.Client, mem
 }
 
 // expectCompactedWatch watches from rev, which must be gone.
-func expectCompactedWatch(t *testing.T, ctx context.Context, cli *clientv3.Client, rev int64) {
+func expectCompactedWatch(ctx context.Context, t *testing.T, cli *clientv3.Client, rev int64) {
 	t.Helper()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -228,7 +228,7 @@ func expectCompactedWatch(t *testing.T, ctx context.Context, cli *clientv3.Clien
 	t.Fatalf("a watch from revision %d ended without a compaction", rev)
 }
 
-func expectObjects(t *testing.T, ctx context.Context, st *store.S3, prefix string, keys ...string) {
+func expectObjects(ctx context.Context, t *testing.T, st *store.S3, prefix string, keys ...string) {
 	t.Helper()
 	objs, err := st.List(ctx, prefix)
 	if err != nil {
@@ -250,25 +250,25 @@ func expectObjects(t *testing.T, ctx context.Context, st *store.S3, prefix strin
 	}
 }
 
-func saveOneMember(t *testing.T, ctx context.Context, st store.Store, d data) (*backup.Metadata, error, string) {
+func saveOneMember(ctx context.Context, t *testing.T, st store.Store, d data) (*backup.Metadata, string, error) {
 	t.Helper()
 	bin := etcdproc.Binary(t, "")
 	source := etcdproc.StartCluster(t, bin, etcdproc.Options{})
-	d.write(t, ctx, rawClient(t, source[0].ClientURL))
+	d.write(ctx, t, rawClient(t, source[0].ClientURL))
 	key := backup.SnapshotKey("ns", "c", "snap")
 	meta, err := agent.Save(ctx, st, etcd.NewDialer(), agent.SaveArgs{Namespace: "ns", Cluster: "c", Snapshot: "snap",
 		Endpoints: etcdproc.ClientURLs(source), StorageArgs: agent.StorageArgs{Key: key}}, io.Discard)
-	return meta, err, bin
+	return meta, bin, err
 }
 
 func TestWrongCredentialsLeaveNothing(t *testing.T) {
 	ctx := ctxFor(t, 2*time.Minute)
 	s3 := s3proc.Start(t, s3proc.Binary(t), bucket)
-	_, err, _ := saveOneMember(t, ctx, s3Store(t, s3, bucket, "not-the-secret"), data{small: 10})
+	_, _, err := saveOneMember(ctx, t, s3Store(t, s3, bucket, "not-the-secret"), data{small: 10})
 	if code := backup.CodeOf(err); code != backup.CodeCredentialsInvalid {
 		t.Fatalf("code %s (%v), want CredentialsInvalid", code, err)
 	}
-	expectObjects(t, ctx, s3Store(t, s3, bucket, s3.SecretAccessKey), "")
+	expectObjects(ctx, t, s3Store(t, s3, bucket, s3.SecretAccessKey), "")
 	if strings.Contains(err.Error(), "not-the-secret") {
 		t.Fatalf("the error shows the secret: %v", err)
 	}
@@ -277,7 +277,7 @@ func TestWrongCredentialsLeaveNothing(t *testing.T) {
 func TestMissingBucket(t *testing.T) {
 	ctx := ctxFor(t, 2*time.Minute)
 	s3 := s3proc.Start(t, s3proc.Binary(t), bucket)
-	_, err, _ := saveOneMember(t, ctx, s3Store(t, s3, "no-such-bucket", s3.SecretAccessKey), data{small: 10})
+	_, _, err := saveOneMember(ctx, t, s3Store(t, s3, "no-such-bucket", s3.SecretAccessKey), data{small: 10})
 	if code := backup.CodeOf(err); code != backup.CodeBucketNotFound {
 		t.Fatalf("code %s (%v), want BucketNotFound", code, err)
 	}
@@ -294,7 +294,7 @@ func TestCorruptedObjectIsRefused(t *testing.T) {
 	ctx := ctxFor(t, 2*time.Minute)
 	s3 := s3proc.Start(t, s3proc.Binary(t), bucket)
 	st := s3Store(t, s3, bucket, s3.SecretAccessKey)
-	meta, err, bin := saveOneMember(t, ctx, st, data{small: 200})
+	meta, bin, err := saveOneMember(ctx, t, st, data{small: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestAbortedMultipartUploadLeavesNothing(t *testing.T) {
 			if err := tc.write(w); err != nil {
 				t.Fatal(err)
 			}
-			expectObjects(t, ctx, st, "")
+			expectObjects(ctx, t, st, "")
 		})
 	}
 }
@@ -383,12 +383,12 @@ func TestRoundTripThroughAVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := data{small: 500, large: 20}
-	meta, err, bin := saveOneMember(t, ctx, st, d)
+	meta, bin, err := saveOneMember(ctx, t, st, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, node := restore(t, ctx, st, bin, meta, 1000)
+	_, node := restore(ctx, t, st, bin, meta, 1000)
 	cli := rawClient(t, node.ClientURL)
-	d.check(t, ctx, cli)
-	expectCompactedWatch(t, ctx, cli, meta.Revision)
+	d.check(ctx, t, cli)
+	expectCompactedWatch(ctx, t, cli, meta.Revision)
 }
