@@ -262,6 +262,10 @@ bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (
 bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a lost Memory Pod (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -selfheal
 
+.PHONY: bench-backup
+bench-backup: ## Snapshot throughput to S3 vs etcdctl snapshot save, and restore time to a Ready 3-member cluster, for about 1 GiB (needs cluster-up, image and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/benchbackup
+
 .PHONY: bench-cluster-up
 bench-cluster-up: ## Time three warm cluster-up runs.
 	hack/bench/cluster-up.sh
