@@ -265,6 +265,9 @@ bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a
 .PHONY: bench-rollout
 bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -rollout
+.PHONY: bench-backup
+bench-backup: ## Snapshot throughput to S3 vs etcdctl snapshot save, and restore time to a Ready 3-member cluster, for about 1 GiB (needs cluster-up, image and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/benchbackup
 
 .PHONY: bench-cluster-up
 bench-cluster-up: ## Time three warm cluster-up runs.

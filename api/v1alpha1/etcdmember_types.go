@@ -56,6 +56,11 @@ type EtcdMemberSpec struct {
 	// again. The member controller restarts the member's Pod to apply it.
 	// +optional
 	ForceNewCluster bool `json:"forceNewCluster,omitempty"`
+	// Restore is set on the seed of a restored cluster: its Pod restores
+	// this snapshot into the data dir before etcd first starts, and only
+	// while InitialClusterState is "new".
+	// +optional
+	Restore *MemberRestore `json:"restore,omitempty"`
 
 	MemberTemplate `json:",inline"`
 }

@@ -22,9 +22,9 @@ const (
 	// PlanRecordedReason: the guards passed and status.plan says what is
 	// done and what is lost.
 	PlanRecordedReason = "PlanRecorded"
-	// ClusterNotFoundReason: no EtcdCluster of spec.clusterName exists in
-	// the namespace.
-	ClusterNotFoundReason = "ClusterNotFound"
+	// ClusterNotFoundReason (declared with the EtcdSnapshot's reasons,
+	// whose meaning it shares): no EtcdCluster of spec.clusterName exists
+	// in the namespace.
 	// ClusterNotFormedReason: the cluster has never formed, so it holds no
 	// data to recover; it is still bootstrapping.
 	ClusterNotFormedReason = "ClusterNotFormed"

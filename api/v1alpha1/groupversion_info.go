@@ -21,6 +21,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&EtcdCluster{}, &EtcdClusterList{},
 		&EtcdMember{}, &EtcdMemberList{},
 		&EtcdRecovery{}, &EtcdRecoveryList{},
+		&EtcdSnapshot{}, &EtcdSnapshotList{},
+		&EtcdSnapshotSchedule{}, &EtcdSnapshotScheduleList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

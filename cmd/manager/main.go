@@ -4,9 +4,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -14,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/controller"
 	"github.com/quorumctl/etcd-operator/internal/setup"
 )
@@ -23,6 +27,7 @@ func registerControllers(mgr manager.Manager, o setup.ControllerOptions) error {
 	return controller.Setup(mgr, controller.Options{
 		EtcdImageRepository: o.EtcdImageRepository,
 		ClusterDomain:       o.ClusterDomain,
+		OperatorImage:       o.OperatorImage,
 	})
 }
 
@@ -60,6 +65,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 }
 
 func main() {
+	// The same binary runs inside the snapshot and restore Pods.
+	if len(os.Args) > 1 && agent.Commands[os.Args[1]] {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		code := agent.Main(ctx, os.Args[1:], agent.Env{Stdout: os.Stdout, Stderr: os.Stderr})
+		stop()
+		os.Exit(code)
+	}
 	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

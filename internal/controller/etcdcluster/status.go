@@ -105,6 +105,8 @@ func setAvailable(s *scope) {
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.PausedReason,
 			fmt.Sprintf("paused: member %s is dormant and its data is kept on PersistentVolumeClaim %s; set replicas to resume",
 				d.Name, v1alpha1.DataVolumeClaimName(d.Name)))
+	case !c.ClusterFormed() && s.restoreRefusal != nil:
+		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, s.restoreRefusal.reason, s.restoreRefusal.message)
 	case !c.ClusterFormed():
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrappingReason,
 			"the seed member has not formed the cluster yet")
@@ -235,7 +237,7 @@ func setKstatus(s *scope) {
 	case ready.Status == metav1.ConditionTrue:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
-	case stalls[ready.Reason]:
+	case stalls[ready.Reason], s.restoreRefusal != nil && ready.Reason == s.restoreRefusal.reason:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, ready.Reason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionTrue, ready.Reason, ready.Message)
 	case deadlinePassed(s):

@@ -32,6 +32,8 @@ type Reconciler struct {
 	Dialer          etcd.Dialer
 	ClusterDomain   string
 	ImageRepository string
+	// OperatorImage downloads a restored cluster's snapshot in its seed.
+	OperatorImage string
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch;patch
@@ -88,6 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ClusterFormed:   cluster.ClusterFormed(),
 		ClusterDomain:   r.ClusterDomain,
 		ImageRepository: r.ImageRepository,
+		OperatorImage:   r.OperatorImage,
 	}
 	current, err := r.currentPod(ctx, m)
 	if err != nil {

@@ -52,7 +52,7 @@ var knownOps = map[string]bool{
 	etcd.OpMemberPromote: true, etcd.OpMemberRemove: true, etcd.OpStatus: true,
 	etcd.OpMemberListAt: true, etcd.OpHealth: true, etcd.OpAlarmList: true,
 	etcd.OpAlarmDisarm: true, etcd.OpDefragment: true, etcd.OpCompact: true,
-	etcd.OpMoveLeader: true,
+	etcd.OpMoveLeader: true, etcd.OpSnapshot: true,
 }
 
 // Fake is the cluster model. The exported fields record what the code under
@@ -76,6 +76,8 @@ type Fake struct {
 	hooks       map[string]Hook
 	seq         uint64
 	open        int
+	// snapshot is the stream Snapshot sends; nil sends ValidSnapshot(2).
+	snapshot []byte
 
 	Calls         []Call
 	Dialed        [][]string
@@ -86,6 +88,8 @@ type Fake struct {
 	Compacted     []int64
 	Defragmented  []string
 	Disarmed      []etcd.Alarm
+	// Snapshotted are the endpoints snapshots were streamed from.
+	Snapshotted []string
 }
 
 var (
