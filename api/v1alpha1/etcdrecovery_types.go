@@ -292,11 +292,23 @@ type ClusterRecovery struct {
 	// +optional
 	Snapshot string `json:"snapshot,omitempty"`
 
+	// PreviousClusterID is the cluster ID before a recovery from a
+	// snapshot, which gives the cluster a new one.
+	// +optional
+	PreviousClusterID string `json:"previousClusterID,omitempty"`
+
+	// ResetAt is when a recovery from a snapshot, every old member gone,
+	// dropped the cluster's ID and token, so that the cluster forms anew
+	// from the snapshot through the ordinary bootstrap with a restore.
+	// +optional
+	ResetAt *metav1.Time `json:"resetAt,omitempty"`
+
 	// StartedAt is when the cluster controller took the recovery up.
 	StartedAt metav1.Time `json:"startedAt"`
 
 	// RestoredAt is when the cluster answered again as the recovery's
-	// result: a one-member cluster with a leader. Growing back to
+	// result: the survivor alone with a leader, or the seed restored from
+	// the snapshot having formed the new cluster. Growing back to
 	// spec.replicas is an ordinary scale-up from then on.
 	// +optional
 	RestoredAt *metav1.Time `json:"restoredAt,omitempty"`
@@ -311,4 +323,15 @@ type ClusterRecovery struct {
 // quorum could commit.
 func (r *ClusterRecovery) Active() bool {
 	return r != nil && r.RestoredAt == nil && r.Failed == ""
+}
+
+// RestoreSpec is what an active recovery from a snapshot restores once the
+// cluster is reset, with the restore's defaults: revisions bumped and
+// history marked compacted, so that no client that saw the old cluster is
+// handed a revision it has seen before. Nil for any other recovery.
+func (r *ClusterRecovery) RestoreSpec() *RestoreSpec {
+	if !r.Active() || r.Source != RecoveryFromSnapshot || r.ResetAt == nil {
+		return nil
+	}
+	return &RestoreSpec{SnapshotName: r.Snapshot}
 }

@@ -100,3 +100,10 @@ func ClientURL(member, cluster, namespace, clusterDomain string) string {
 // ClusterToken derives etcd's --initial-cluster-token from the object's UID,
 // so a same-named cluster created later can never be joined by a stale member.
 func ClusterToken(c *EtcdCluster) string { return "etcd-" + string(c.UID) }
+
+// RecoveredClusterToken is the token of the cluster a recovery from a
+// snapshot forms in place of the old one: a member of the old cluster, were
+// one to come back, can never join it.
+func RecoveredClusterToken(c *EtcdCluster, recovery *ClusterRecovery) string {
+	return ClusterToken(c) + "-" + string(recovery.UID)
+}

@@ -76,6 +76,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Recorder:      mgr.GetEventRecorder("etcdrecovery-controller"),
 		Dialer:        dialer,
 		ClusterDomain: opts.ClusterDomain,
+		OperatorImage: opts.OperatorImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdRecovery controller: %w", err)
 	}

@@ -95,11 +95,11 @@ func (r *Reconciler) recordURLs(ctx context.Context, s *scope) error {
 //  8. Scale down, then finish a plain pending add, then scale up.
 func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.judgeVersion()
-	if !s.cluster.ClusterFormed() {
-		return r.reconcileBootstrap(ctx, s)
-	}
 	if res, acted, err := r.reconcileRecovery(ctx, s); acted || err != nil {
 		return res, err
+	}
+	if !s.cluster.ClusterFormed() {
+		return r.reconcileBootstrap(ctx, s)
 	}
 	desired := s.desiredReplicas()
 	if d := s.dormantMember(); d != nil {

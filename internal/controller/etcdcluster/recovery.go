@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/backupjob"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/recovery"
 	"github.com/quorumctl/etcd-operator/internal/remediation"
@@ -117,12 +119,13 @@ func (r *Reconciler) takeUp(ctx context.Context, s *scope, er *v1alpha1.EtcdReco
 	rec := &v1alpha1.ClusterRecovery{Name: er.Name, UID: er.UID, Source: plan.Source, StartedAt: metav1.NewTime(s.now)}
 	s.cluster.Status.Recovery = rec
 	switch {
+	case !s.cluster.ClusterFormed():
+		rec.Failed = "the cluster has not formed; nothing was changed"
 	case s.etcd.usable():
 		// The plan was made without a quorum; one answers now.
 		rec.Failed = "a quorum of voters answered again before the recovery began; nothing was changed"
 	case plan.Source == v1alpha1.RecoveryFromSnapshot:
-		rec.Snapshot = plan.Snapshot
-		rec.Failed = "this operator cannot restore a snapshot yet; nothing was changed. Recover from a survivor instead"
+		rec.Snapshot, rec.PreviousClusterID = plan.Snapshot, s.cluster.Status.ClusterID
 	case s.member(plan.Survivor) == nil:
 		rec.Failed = fmt.Sprintf("survivor %s no longer exists; nothing was changed", plan.Survivor)
 	default:
@@ -133,39 +136,102 @@ func (r *Reconciler) takeUp(ctx context.Context, s *scope, er *v1alpha1.EtcdReco
 		r.event(s.cluster, corev1.EventTypeWarning, "RecoveryNotStarted", "Recover", "EtcdRecovery %s: %s", er.Name, rec.Failed)
 		return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
 	}
-	ctrl.LoggerFrom(ctx).Info("Starting a disaster recovery", "recovery", er.Name, "survivor", rec.Survivor)
+	ctrl.LoggerFrom(ctx).Info("Starting a disaster recovery", "recovery", er.Name, "source", recoverySource(rec))
 	r.event(s.cluster, corev1.EventTypeWarning, "RecoveryStarted", "Recover",
-		"EtcdRecovery %s: rebuilding the cluster from member %s; %s", er.Name, rec.Survivor, plan.Loses)
-	s.setProgress(v1alpha1.RecoveringReason, "EtcdRecovery %s: recovering from member %s", er.Name, rec.Survivor)
+		"EtcdRecovery %s: rebuilding the cluster from %s; %s", er.Name, recoverySource(rec), plan.Loses)
+	s.setProgress(v1alpha1.RecoveringReason, "EtcdRecovery %s: recovering from %s", er.Name, recoverySource(rec))
 	return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
 }
 
-// carryOut takes the next step of a recovery from a survivor, found from
-// what is observed: stop the others, restart the survivor with
-// --force-new-cluster, clear the flag once it answers alone with a leader.
-// The cluster then grows back through the ordinary scale-up.
+// carryOut takes the next step of the recovery being carried out.
 func (r *Reconciler) carryOut(ctx context.Context, s *scope, rec *v1alpha1.ClusterRecovery) (ctrl.Result, bool, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("recovery", rec.Name, "survivor", rec.Survivor)
-	surv := s.member(rec.Survivor)
-	if surv == nil {
-		return r.failRecovery(s, rec, fmt.Sprintf("survivor %s was deleted during the recovery; recover from a snapshot", rec.Survivor))
+	if rec.Source == v1alpha1.RecoveryFromSnapshot {
+		return r.carryOutSnapshot(ctx, s, rec)
 	}
+	return r.carryOutSurvivor(ctx, s, rec)
+}
+
+// stopOthers deletes, one per pass, every member but keep (none for ""),
+// and reports the Pods of members that are still there. Their finalizers
+// release them without an etcd-side removal while the recovery is active.
+func (r *Reconciler) stopOthers(ctx context.Context, s *scope, rec *v1alpha1.ClusterRecovery, keep string) (ctrl.Result, bool, error) {
 	for _, m := range s.members {
-		if m.Name == surv.Name {
+		if m.Name == keep {
 			continue
 		}
-		log.Info("Stopping a member for the recovery", "member", m.Name)
+		ctrl.LoggerFrom(ctx).Info("Stopping a member for the recovery", "recovery", rec.Name, "member", m.Name)
 		r.event(s.cluster, corev1.EventTypeWarning, "MemberStopped", "Recover",
-			"EtcdRecovery %s: deleting member %s and its volume; it is replaced by a fresh member once %s answers alone", rec.Name, m.Name, surv.Name)
+			"EtcdRecovery %s: deleting member %s and its volume; the cluster is rebuilt from %s", rec.Name, m.Name, recoverySource(rec))
 		s.setProgress(v1alpha1.RecoveringReason, "EtcdRecovery %s: stopping member %s", rec.Name, m.Name)
 		if err := r.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, true, fmt.Errorf("failed to delete EtcdMember %s for the recovery: %w", m.Name, err)
 		}
 		return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
 	}
-	if running := s.othersRunning(surv); len(running) > 0 {
+	if running := s.othersRunning(keep); len(running) > 0 {
 		s.setProgress(v1alpha1.RecoveringReason, "EtcdRecovery %s: waiting for %s to stop", rec.Name, strings.Join(running, ", "))
 		return ctrl.Result{RequeueAfter: requeueQuorumWait}, true, nil
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// carryOutSnapshot rebuilds the cluster from a snapshot: every member goes,
+// then the cluster's ID and token are dropped in one status write, and the
+// ordinary bootstrap forms a new cluster from a seed that restores the
+// snapshot (restore.go), bumping revisions and marking history compacted.
+// While the cluster is not formed the bootstrap is the step; once it has
+// formed, the recovery is done and the cluster grows as in a scale-up.
+func (r *Reconciler) carryOutSnapshot(ctx context.Context, s *scope, rec *v1alpha1.ClusterRecovery) (ctrl.Result, bool, error) {
+	if rec.ResetAt != nil {
+		if !s.cluster.ClusterFormed() {
+			// The bootstrap's to take: reconcileMembership runs it.
+			return ctrl.Result{}, false, nil
+		}
+		rec.RestoredAt = timePtr(s.now)
+		ctrl.LoggerFrom(ctx).Info("Recovered: the cluster formed anew from the snapshot", "recovery", rec.Name, "clusterID", s.cluster.Status.ClusterID)
+		r.event(s.cluster, corev1.EventTypeNormal, "ClusterRecovered", "Recover",
+			"EtcdRecovery %s: the cluster formed from EtcdSnapshot %s with cluster ID %s (it was %s); growing back to %d members",
+			rec.Name, rec.Snapshot, s.cluster.Status.ClusterID, rec.PreviousClusterID, s.desiredReplicas())
+		s.setProgress(v1alpha1.RecoveringReason, "EtcdRecovery %s: formed from EtcdSnapshot %s; growing back", rec.Name, rec.Snapshot)
+		return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
+	}
+	if res, acted, err := r.stopOthers(ctx, s, rec, ""); acted || err != nil {
+		return res, true, err
+	}
+	if len(s.deleting) > 0 {
+		s.setProgress(v1alpha1.RecoveringReason, "EtcdRecovery %s: waiting for %d member(s) to finish deleting", rec.Name, len(s.deleting))
+		return ctrl.Result{RequeueAfter: requeueQuorumWait}, true, nil
+	}
+	// A check Job left from an earlier restore would report on another
+	// source; the gate must check this one.
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.cluster.Namespace, Name: backupjob.RestoreCheckJobName(s.cluster.Name)}}
+	if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, true, fmt.Errorf("failed to delete Job %s: %w", job.Name, err)
+	}
+	r.restores.forget(s.cluster.UID)
+	c := s.cluster
+	c.Status.ClusterID, c.Status.RestoredFrom = "", nil
+	c.Status.ClusterToken = v1alpha1.RecoveredClusterToken(c, rec)
+	rec.ResetAt = timePtr(s.now)
+	ctrl.LoggerFrom(ctx).Info("Every old member is gone; forming the cluster anew from the snapshot", "recovery", rec.Name, "snapshot", rec.Snapshot)
+	r.event(s.cluster, corev1.EventTypeWarning, "ClusterReset", "Recover",
+		"EtcdRecovery %s: every member of cluster %s is gone; forming a new cluster from EtcdSnapshot %s", rec.Name, rec.PreviousClusterID, rec.Snapshot)
+	s.setProgress(v1alpha1.RecoveringReason, "EtcdRecovery %s: forming the cluster anew from EtcdSnapshot %s", rec.Name, rec.Snapshot)
+	return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
+}
+
+// carryOutSurvivor takes the next step of a recovery from a survivor, found
+// from what is observed: stop the others, restart the survivor with
+// --force-new-cluster, clear the flag once it answers alone with a leader.
+// The cluster then grows back through the ordinary scale-up.
+func (r *Reconciler) carryOutSurvivor(ctx context.Context, s *scope, rec *v1alpha1.ClusterRecovery) (ctrl.Result, bool, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("recovery", rec.Name, "survivor", rec.Survivor)
+	surv := s.member(rec.Survivor)
+	if surv == nil {
+		return r.failRecovery(s, rec, fmt.Sprintf("survivor %s was deleted during the recovery; recover from a snapshot", rec.Survivor))
+	}
+	if res, acted, err := r.stopOthers(ctx, s, rec, surv.Name); acted || err != nil {
+		return res, true, err
 	}
 	if s.aloneWithLeader(surv) {
 		switch {
@@ -207,14 +273,14 @@ func (r *Reconciler) failRecovery(s *scope, rec *v1alpha1.ClusterRecovery, why s
 	return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
 }
 
-// othersRunning names the Pods of members other than the survivor that
-// still exist. One on a node that is gone or unreachable is not waited
-// for: its kubelet cannot run it, and kills it on coming back, by which
-// time the survivor knows it as removed.
-func (s *scope) othersRunning(surv *v1alpha1.EtcdMember) []string {
+// othersRunning names the Pods of members other than keep that still
+// exist. One on a node that is gone or unreachable is not waited for: its
+// kubelet cannot run it, and kills it on coming back, by which time the
+// survivor knows it as removed (or the new cluster has another ID).
+func (s *scope) othersRunning(keep string) []string {
 	var out []string
 	for name, p := range s.pods {
-		if name == surv.Name {
+		if name == keep {
 			continue
 		}
 		node := p.Spec.NodeName

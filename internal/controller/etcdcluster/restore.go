@@ -43,6 +43,10 @@ const (
 func (r *Reconciler) restoreGate(ctx context.Context, s *scope) (*v1alpha1.MemberRestore, bool, ctrl.Result, error) {
 	c := s.cluster
 	spec := c.Restore()
+	if rs := c.Status.Recovery.RestoreSpec(); rs != nil {
+		// A disaster recovery from a snapshot forms the cluster anew.
+		spec = rs
+	}
 	if spec == nil {
 		return nil, true, ctrl.Result{}, nil
 	}

@@ -338,14 +338,18 @@ func setQuorumLost(s *scope) {
 	c := s.cluster
 	rec := c.Status.Recovery
 	switch {
+	case rec.Active():
+		// What was lost stays on record while the cluster is rebuilt; once
+		// the old members are gone there is nothing left to look at.
+		if c.ClusterFormed() && rec.ResetAt == nil {
+			c.Status.QuorumLoss = quorumLossStatus(s, s.loss)
+		}
+		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionTrue, v1alpha1.RecoveringReason,
+			fmt.Sprintf("EtcdRecovery %s is rebuilding the cluster from %s", rec.Name, recoverySource(rec)))
 	case !c.ClusterFormed() || s.dormantMember() != nil:
 		c.Status.QuorumLoss = nil
 		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionFalse, v1alpha1.NotFormedReason,
 			"the cluster has not formed, or is paused: there is no quorum to lose")
-	case rec.Active():
-		c.Status.QuorumLoss = quorumLossStatus(s, s.loss)
-		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionTrue, v1alpha1.RecoveringReason,
-			fmt.Sprintf("EtcdRecovery %s is rebuilding the cluster from %s", rec.Name, recoverySource(rec)))
 	case s.loss.QuorumHeld():
 		c.Status.QuorumLoss = nil
 		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionFalse, v1alpha1.QuorumHeldReason,

@@ -44,10 +44,10 @@ type Reconciler struct {
 	Recorder      EventRecorder
 	Dialer        etcd.Dialer
 	ClusterDomain string
-	// SnapshotsSupported says whether the operator can restore snapshots;
-	// until it can, a recovery from a snapshot is refused before anything
-	// is planned.
-	SnapshotsSupported bool
+	// OperatorImage is the operator's own image, which a restore's seed
+	// runs to fetch the snapshot; without it, a recovery from a snapshot is
+	// refused before anything is planned.
+	OperatorImage string
 	// Now is the clock; tests set it.
 	Now func() time.Time
 }
@@ -133,9 +133,9 @@ func (r *Reconciler) plan(ctx context.Context, er *v1alpha1.EtcdRecovery, cluste
 			Message: fmt.Sprintf("EtcdCluster %s is being recovered by EtcdRecovery %s; wait for it to finish", cluster.Name, other)})
 		return ctrl.Result{}
 	}
-	if er.Spec.Source.Snapshot != nil && !r.SnapshotsSupported {
+	if er.Spec.Source.Snapshot != nil && r.OperatorImage == "" {
 		r.refuse(er, &recovery.Refusal{Reason: v1alpha1.SnapshotRecoveryUnavailableReason,
-			Message: "recovery from a snapshot needs the backup feature (EtcdSnapshot), which this operator does not have yet; recover from a survivor (source.survivor) instead"})
+			Message: "the operator was started without --operator-image, which a restore needs to fetch the snapshot; recover from a survivor (source.survivor) instead, or give the operator its image"})
 		return ctrl.Result{}
 	}
 	facts, err := r.probe(ctx, cluster)
@@ -204,12 +204,17 @@ func (r *Reconciler) follow(er *v1alpha1.EtcdRecovery, cluster *v1alpha1.EtcdClu
 		er.Status.Phase, er.Status.CompletedAt = v1alpha1.RecoverySucceeded, rec.RestoredAt.DeepCopy()
 		msg := fmt.Sprintf("%s answers as a one-member cluster (cluster ID %s); it grows back to %d members by ordinary scale-up, which the EtcdCluster's Ready condition reports",
 			recoveredFrom(rec), cluster.Status.ClusterID, cluster.DesiredReplicas())
+		if rec.PreviousClusterID != "" && rec.PreviousClusterID != cluster.Status.ClusterID {
+			msg += fmt.Sprintf(". The cluster ID was %s: clients and watchers of the old cluster must reconnect, and a watch resumed from an old revision ends with a compacted error, so its client lists anew", rec.PreviousClusterID)
+		}
 		r.setCondition(er, v1alpha1.RecoveredCondition, metav1.ConditionTrue, v1alpha1.ClusterRestoredReason, msg)
 		r.event(er, cluster, corev1.EventTypeNormal, "Recovered", "Recover", "%s", msg)
 		return ctrl.Result{}
 	}
+	// Whatever the cluster is doing is the recovery's work, the bootstrap's
+	// restore of a snapshot included.
 	msg := "the EtcdCluster controller is rebuilding the cluster"
-	if p := meta.FindStatusCondition(cluster.Status.Conditions, v1alpha1.ProgressingCondition); p != nil && p.Reason == v1alpha1.RecoveringReason {
+	if p := meta.FindStatusCondition(cluster.Status.Conditions, v1alpha1.ProgressingCondition); p != nil && p.Message != "" {
 		msg = p.Message
 	}
 	r.setCondition(er, v1alpha1.RecoveredCondition, metav1.ConditionFalse, v1alpha1.RecoveryInProgressReason, msg)

@@ -60,8 +60,8 @@ func newFixture(t *testing.T, members ...string) *fixture {
 		})
 	}
 	f.c = fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
-		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdRecovery{}).Build()
-	f.r = &Reconciler{Client: f.c, Dialer: f.etcd, ClusterDomain: domain, Recorder: f.events,
+		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdRecovery{}, &v1alpha1.EtcdSnapshot{}).Build()
+	f.r = &Reconciler{Client: f.c, Dialer: f.etcd, ClusterDomain: domain, Recorder: f.events, OperatorImage: "operator:test",
 		Now: func() time.Time { return time.Unix(1_700_000_000, 0) }}
 	return f
 }
@@ -200,8 +200,11 @@ func TestPlan_Refusals(t *testing.T) {
 			cl.Spec.Storage.Medium = v1alpha1.StorageMediumMemory
 			f.g.Expect(f.c.Update(context.Background(), cl)).To(Succeed())
 		}, survivorSpec("", false), v1alpha1.MemoryStorageReason, "recover from a snapshot (source.snapshot) instead"},
-		{"a snapshot", nil, v1alpha1.EtcdRecoverySpec{ClusterName: name, Source: v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{}}},
-			v1alpha1.SnapshotRecoveryUnavailableReason, "recovery from a snapshot needs the backup feature"},
+		{"a snapshot without the operator's image", func(f *fixture) { f.r.OperatorImage = "" },
+			v1alpha1.EtcdRecoverySpec{ClusterName: name, Source: v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{}}},
+			v1alpha1.SnapshotRecoveryUnavailableReason, "the operator was started without --operator-image"},
+		{"no snapshot", nil, v1alpha1.EtcdRecoverySpec{ClusterName: name, Source: v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{}}},
+			v1alpha1.SnapshotNotFoundReason, "EtcdCluster demo has no successful EtcdSnapshot to recover from"},
 		{"a member only unreachable", func(f *fixture) {
 			cl := f.cluster()
 			cl.Status.QuorumLoss.Gone = cl.Status.QuorumLoss.Gone[:0]
@@ -290,4 +293,67 @@ func TestFollow_Failures(t *testing.T) {
 	f.g.Expect(recovered(er).Reason).To(Equal(v1alpha1.RecoveryFailedReason))
 	f.g.Expect(recovered(er).Message).To(Equal(cl.Status.Recovery.Failed))
 	f.g.Expect(er.Status.CompletedAt).NotTo(BeNil())
+}
+
+// snapshot adds an EtcdSnapshot of the cluster that completed ago, at rev.
+func (f *fixture) snapshot(snapName string, ago time.Duration, rev int64, phase v1alpha1.SnapshotPhase) {
+	f.t.Helper()
+	ctx := context.Background()
+	snap := &v1alpha1.EtcdSnapshot{ObjectMeta: metav1.ObjectMeta{Name: snapName, Namespace: ns},
+		Spec: v1alpha1.EtcdSnapshotSpec{ClusterName: name,
+			Destination: v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "backups"}}}}
+	f.g.Expect(f.c.Create(ctx, snap)).To(Succeed())
+	done := metav1.NewTime(f.r.Now().Add(-ago))
+	snap.Status = v1alpha1.EtcdSnapshotStatus{Phase: phase, Revision: rev, CompletedAt: &done}
+	f.g.Expect(f.c.Status().Update(ctx, snap)).To(Succeed())
+}
+
+func snapshotSpec(snapName string, maxAge time.Duration, force bool) v1alpha1.EtcdRecoverySpec {
+	src := &v1alpha1.SnapshotSource{SnapshotName: snapName}
+	if maxAge > 0 {
+		src.MaxAge = &metav1.Duration{Duration: maxAge}
+	}
+	return v1alpha1.EtcdRecoverySpec{ClusterName: name, Force: force, Source: v1alpha1.RecoverySource{Snapshot: src}}
+}
+
+func TestPlan_FromASnapshot(t *testing.T) {
+	f := newFixture(t, "demo-a", "demo-b", "demo-c")
+	f.lose(map[string]string{"demo-b": "DataDirLost", "demo-c": "DataDirLost"}, map[string][2]int64{"demo-a": {40, 30}})
+	f.snapshot("nightly", 6*time.Hour, 12, v1alpha1.SnapshotSucceeded)
+	f.snapshot("hourly", 20*time.Minute, 25, v1alpha1.SnapshotSucceeded)
+	f.snapshot("now", time.Minute, 29, v1alpha1.SnapshotFailed)
+
+	f.create("latest", snapshotSpec("", time.Hour, false))
+	er := f.reconcile("latest")
+	f.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryRunning))
+	p := er.Status.Plan
+	f.g.Expect(p.Source).To(Equal(v1alpha1.RecoveryFromSnapshot))
+	f.g.Expect(p.Snapshot).To(Equal("hourly"), "the latest that succeeded")
+	f.g.Expect(p.Revision).To(Equal(int64(25)))
+	f.g.Expect(p.BestKnownRevision).To(Equal(int64(30)))
+	f.g.Expect(p.BestKnownMember).To(Equal("demo-a"))
+	f.g.Expect(p.RevisionGap).To(Equal(int64(5)))
+	f.g.Expect(p.Removed).To(Equal([]string{"demo-a", "demo-b", "demo-c"}))
+	f.g.Expect(p.Loses).To(ContainSubstring("new cluster ID in place of fa4ec1a5fa4ec1a5"))
+
+	// One at a time: the first is running.
+	f.create("old", snapshotSpec("nightly", time.Hour, false))
+	er = f.reconcile("old")
+	f.g.Expect(planned(er).Reason).To(Equal(v1alpha1.AnotherRecoveryReason))
+}
+
+func TestPlan_ASnapshotTooOld(t *testing.T) {
+	f := newFixture(t, "demo-a", "demo-b", "demo-c")
+	f.lose(map[string]string{"demo-b": "DataDirLost", "demo-c": "DataDirLost"}, map[string][2]int64{"demo-a": {40, 30}})
+	f.snapshot("nightly", 6*time.Hour, 12, v1alpha1.SnapshotSucceeded)
+	f.create("old", snapshotSpec("nightly", time.Hour, false))
+	er := f.reconcile("old")
+	f.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryRefused))
+	f.g.Expect(planned(er).Reason).To(Equal(v1alpha1.SnapshotTooOldReason))
+	f.g.Expect(planned(er).Message).To(ContainSubstring("EtcdSnapshot nightly completed 6h0m0s ago, longer than maxAge 1h0m0s"))
+
+	f.create("forced", snapshotSpec("nightly", time.Hour, true))
+	er = f.reconcile("forced")
+	f.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryRunning))
+	f.g.Expect(er.Status.Plan.Forced).To(Equal([]string{v1alpha1.SnapshotTooOldReason}))
 }
