@@ -13,6 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -205,14 +206,11 @@ func TestRecoverFromASurvivor(t *testing.T) {
 	h.expectUnchanged(ctx, before)
 
 	plugin := buildPlugin(ctx, t)
-	cmd := exec.CommandContext(ctx, env.KubectlPath, "etcd", "recover", h.name, "-n", h.ns, "--from-survivor")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "PATH="+plugin+":"+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	t.Logf("kubectl etcd recover:\n%s", out)
+	out, err := runPlugin(ctx, t, plugin, "recover", h.name, "-n", h.ns, "--from-survivor")
 	h.g.Expect(err).NotTo(HaveOccurred())
-	h.g.Expect(string(out)).To(ContainSubstring("Plan, recorded before anything changes"))
-	h.g.Expect(string(out)).To(ContainSubstring("from:      member " + survivor.Name))
-	h.g.Expect(string(out)).To(ContainSubstring("is Ready with 3 members"))
+	h.g.Expect(out).To(ContainSubstring("Plan, recorded before anything changes"))
+	h.g.Expect(out).To(ContainSubstring("from:      member " + survivor.Name))
+	h.g.Expect(out).To(ContainSubstring("is Ready with 3 members"))
 
 	cl, err = framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, 5*time.Minute)
 	h.g.Expect(err).NotTo(HaveOccurred())
@@ -242,6 +240,94 @@ func TestRecoverFromASurvivor(t *testing.T) {
 		Should(BeNil(), "forgotten once its EtcdRecovery recorded the outcome")
 	cond = meta.FindStatusCondition(h.cluster(ctx).Status.Conditions, v1alpha1.QuorumLostCondition)
 	h.g.Expect(cond.Reason).To(Equal(v1alpha1.QuorumHeldReason))
+	h.putKeys(ctx, "after", 10)
+}
+
+// runPlugin runs kubectl etcd with the plugin built into dir on PATH.
+func runPlugin(ctx context.Context, t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, env.KubectlPath, append([]string{"etcd"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "PATH="+dir+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	t.Logf("kubectl etcd %s:\n%s", strings.Join(args, " "), out)
+	return string(out), err
+}
+
+// TestRecoverFromASnapshot is the second acceptance test: the same
+// fault as TestRecoverFromASurvivor, recovered from a snapshot taken before
+// it. Every key of the snapshot is on every member, none written after it,
+// the revision is bumped past anything a client saw, old watches are told
+// they were compacted, and the cluster has a new cluster ID.
+func TestRecoverFromASnapshot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	h := newHealCluster(ctx, t, "dr-snapshot", nil)
+	defer func() {
+		if t.Failed() {
+			env.DumpNamespace(t, h.ns)
+		}
+	}()
+	h.g.Expect(env.CopyS3Credentials(ctx, h.ns)).To(Succeed())
+	h.putKeys(ctx, "dr", recoveryKeys)
+	old := h.cluster(ctx)
+	h.g.Expect(h.c.Create(ctx, &v1alpha1.EtcdSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Name: "before", Namespace: h.ns},
+		Spec:       v1alpha1.EtcdSnapshotSpec{ClusterName: h.name, Destination: framework.S3Destination("e2e/" + h.ns + "/")},
+	})).To(Succeed())
+	snap, err := framework.WaitForSnapshot(ctx, h.c, h.ns, "before", 10*time.Minute)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(snap.Status.Phase).To(Equal(v1alpha1.SnapshotSucceeded))
+	h.putKeys(ctx, "later", 20)
+
+	first := h.pick(ctx, false)
+	second := h.pick(ctx, false, first.Name)
+	h.loseDataDirs(ctx, nil, first, second)
+	h.waitQuorumLost(ctx, h.pick(ctx, true).Name)
+
+	plugin := buildPlugin(ctx, t)
+	out, err := runPlugin(ctx, t, plugin, "recover", h.name, "-n", h.ns, "--from-snapshot", "--max-age", "1h")
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(out).To(ContainSubstring(fmt.Sprintf("from:      EtcdSnapshot before, revision %d", snap.Status.Revision)))
+	h.g.Expect(out).To(ContainSubstring("new cluster ID in place of " + old.Status.ClusterID))
+	h.g.Expect(out).To(ContainSubstring("is Ready with 3 members"))
+
+	cl, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, 5*time.Minute)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(cl.Status.Members).To(HaveLen(3))
+	h.g.Expect(cl.Status.ClusterID).NotTo(Equal(old.Status.ClusterID), "the cluster's identity changes")
+	h.g.Expect(cl.Status.ClusterToken).NotTo(Equal(old.Status.ClusterToken))
+	h.g.Expect(cl.Status.RestoredFrom).NotTo(BeNil())
+	h.g.Expect(cl.Status.RestoredFrom.SnapshotName).To(Equal("before"))
+	for _, m := range cl.Status.Members {
+		for _, o := range old.Status.Members {
+			h.g.Expect(m.Name).NotTo(Equal(o.Name), "no member of the old cluster is kept")
+		}
+	}
+	h.expectKeysEverywhere(ctx, "dr", recoveryKeys, 3)
+	h.expectKeysEverywhere(ctx, "later", 0, 3)
+	h.expectSentinelEverywhere(ctx)
+
+	svc, err := env.ClientServiceEndpoint(ctx, h.ns, h.name)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	cli, err := framework.EtcdClient(svc)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	defer cli.Close()
+	resp, err := cli.Get(ctx, sentinelKey)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(resp.Header.Revision).To(BeNumerically(">=", snap.Status.Revision+v1alpha1.DefaultBumpRevision), "the revision is bumped")
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	w, ok := <-cli.Watch(wctx, "dr/", clientv3.WithPrefix(), clientv3.WithRev(snap.Status.Revision))
+	wcancel()
+	h.g.Expect(ok).To(BeTrue())
+	h.g.Expect(w.CompactRevision).To(BeNumerically(">", 0), "a watch from before the recovery is told it was compacted")
+
+	var recs v1alpha1.EtcdRecoveryList
+	h.g.Expect(h.c.List(ctx, &recs, client.InNamespace(h.ns))).To(Succeed())
+	h.g.Expect(recs.Items).To(HaveLen(1))
+	h.g.Expect(recs.Items[0].Status.Phase).To(Equal(v1alpha1.RecoverySucceeded))
+	h.g.Expect(recs.Items[0].Status.Plan.Snapshot).To(Equal("before"))
+	cond := meta.FindStatusCondition(recs.Items[0].Status.Conditions, v1alpha1.RecoveredCondition)
+	h.g.Expect(cond.Message).To(ContainSubstring("The cluster ID was " + old.Status.ClusterID))
 	h.putKeys(ctx, "after", 10)
 }
 
