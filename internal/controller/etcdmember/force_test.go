@@ -90,7 +90,7 @@ func TestForceNewCluster_RecreatesThePodOnceAndClearsWithoutARestart(t *testing.
 	ctx := context.Background()
 	f := newFixture(t, false, "demo-a")
 	m := f.member("demo-a")
-	m.Spec.MemberTemplate.Version = v1alpha1.DefaultEtcdVersion
+	m.Spec.Version = v1alpha1.DefaultEtcdVersion
 	f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
 	f.reconcile("demo-a")
 	before, ok := f.pod("demo-a")
