@@ -249,8 +249,9 @@ func TestBackupSchedule(t *testing.T) {
 	// creating snapshots, and pruning goes on.
 	sched := &v1alpha1.EtcdSnapshotSchedule{}
 	g.Expect(b.c.Get(ctx, types.NamespacedName{Namespace: b.ns, Name: "every-minute"}, sched)).To(Succeed())
+	patch := client.MergeFrom(sched.DeepCopy())
 	sched.Spec.Suspend = true
-	g.Expect(b.c.Update(ctx, sched)).To(Succeed())
+	g.Expect(b.c.Patch(ctx, sched, patch)).To(Succeed())
 
 	t.Log("waiting for retention to settle")
 	var remaining []string
