@@ -164,6 +164,10 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		return r.scaleUp(ctx, s)
 	}
 	if len(learners) > 0 {
+		if s.promoteTried {
+			// Asked once already this pass; etcd said not yet.
+			return ctrl.Result{RequeueAfter: requeueLearnerSync}, nil
+		}
 		return r.promote(ctx, s, learners[0])
 	}
 	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
@@ -342,6 +346,7 @@ func (r *Reconciler) promoteIfReady(ctx context.Context, s *scope, learner etcd.
 	if m := r.memberFor(s, learner); m == nil || !s.podReady(m.Name) {
 		return ctrl.Result{}, false, nil
 	}
+	s.promoteTried = true
 	return r.promoteStep(ctx, s, learner)
 }
 
