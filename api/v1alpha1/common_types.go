@@ -74,8 +74,8 @@ type AdditionalMetadata struct {
 // +kubebuilder:validation:Enum=periodic;revision
 type AutoCompactionMode string
 
-// EtcdOptions are etcd flags with safe defaults. They apply to members
-// created after a change.
+// EtcdOptions are etcd flags with safe defaults. A change rolls through the
+// members.
 type EtcdOptions struct {
 	// QuotaBackendBytes is --quota-backend-bytes.
 	// +kubebuilder:validation:Minimum=0
@@ -98,11 +98,16 @@ type EtcdOptions struct {
 }
 
 // MemberTemplate is everything that shapes one member. The cluster's spec
-// carries it, status.observed latches it, and each EtcdMember is created with
-// a copy, so a member never changes under a running Pod.
+// carries it, status.observed holds the adopted one, and each EtcdMember has
+// its own copy; a rollout brings each member's copy to the target, one
+// member at a time, and re-creates the member's Pod from it.
 type MemberTemplate struct {
-	// Version is the etcd release to run, such as 3.6.16.
+	// Version is the etcd release to run, such as 3.6.16. A change rolls
+	// through the members one at a time: patch releases in any order, and
+	// one minor release at a time upwards (3.5 members must be on 3.5.32 or
+	// later before 3.6).
 	// +kubebuilder:default="3.6.16"
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+[.][0-9]+[.][0-9]+$')",message="version must be an etcd release in MAJOR.MINOR.PATCH form, such as 3.6.16"
 	// +optional
 	Version string `json:"version,omitempty"`
@@ -137,6 +142,13 @@ type MemberTemplate struct {
 	// PriorityClassName of member Pods.
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// ImageRepository is where this cluster's etcd images come from, without
+	// a tag (the tag is v<version>). Empty means the operator's
+	// --etcd-image-repository.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	ImageRepository string `json:"imageRepository,omitempty"`
 
 	// ImagePullSecrets of member Pods.
 	// +optional

@@ -62,6 +62,25 @@ const (
 	// and goes on with everything else, self-heal included; delete or
 	// rename the object to clear it.
 	ObjectNotOwnedReason = "ObjectNotOwned"
+	// RollingUpdateReason: a member-template change is reaching the
+	// members, one at a time; the message names the member and how many
+	// are updated.
+	RollingUpdateReason = "RollingUpdate"
+	// RolloutPausedReason: spec.rollout.paused holds a rollout between
+	// members.
+	RolloutPausedReason = "RolloutPaused"
+	// RolloutFailedReason (Ready=False, Stalled=True): a member updated by
+	// the rollout has not come back healthy (it crash-loops, cannot start
+	// its image, or does not catch up), so no other member is touched. The
+	// message names it. Fix the template or set it back; a member that
+	// never came up on the new template is rolled back first.
+	RolloutFailedReason = "RolloutFailed"
+	// VersionChangeRefusedReason (Ready=False, Stalled=True): the version
+	// change breaks etcd's upgrade rules for the versions the members run
+	// now (a skipped minor, a 3.5 patch too old for 3.6, a downgrade). The
+	// message says what to do instead; nothing is rolled and no member is
+	// added on the refused version.
+	VersionChangeRefusedReason = "VersionChangeRefused"
 	// ReconcileErrorReason (Ready=False): a step of the pass failed, for
 	// instance an API request was refused; the message has the error and
 	// the pass is retried. The other steps, self-heal included, still ran.

@@ -13,6 +13,7 @@ const DefaultEtcdVersion = "3.6.16"
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.version) || !has(oldSelf.version) || (self.version.split('.')[0] == oldSelf.version.split('.')[0] && int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1 && int(oldSelf.version.split('.')[1]) - int(self.version.split('.')[1]) <= 1)",message="spec.version may change by one minor release at a time (3.5 to 3.6, then 3.6 to 3.7): etcd supports neither upgrades nor downgrades that skip a minor"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.replicas) && self.replicas == 0)",message="a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 type EtcdClusterSpec struct {
@@ -44,7 +45,23 @@ type EtcdClusterSpec struct {
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
+	// Rollout controls how a change of the member template (version,
+	// resources, options, scheduling, metadata, image repository, storage)
+	// reaches running members: one member at a time, followers first and
+	// the leader last.
+	// +optional
+	Rollout RolloutSpec `json:"rollout,omitempty"`
+
 	MemberTemplate `json:",inline"`
+}
+
+// RolloutSpec controls rollouts of member-template changes.
+type RolloutSpec struct {
+	// Paused holds a rollout between members: the member being updated
+	// finishes, and no other is touched until this is false again.
+	// Self-heal and scaling go on.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // DefaultNodeLostAfterSeconds is SelfHealSpec.NodeLostAfterSeconds when unset.
@@ -109,6 +126,9 @@ type MemberSummary struct {
 	// Version is the etcd version the member runs.
 	// +optional
 	Version string `json:"version,omitempty"`
+	// Updated is true when the member runs the current target template.
+	// +optional
+	Updated bool `json:"updated,omitempty"`
 }
 
 // EtcdClusterStatus is the observed state of an etcd cluster.
@@ -130,7 +150,8 @@ type EtcdClusterStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Observed is the latched target the operator is working towards.
+	// Observed is the target the operator is working towards: the spec as
+	// last adopted.
 	// +optional
 	Observed *ObservedClusterSpec `json:"observed,omitempty"`
 
@@ -156,6 +177,16 @@ type EtcdClusterStatus struct {
 	// ReadyMembers counts members whose Pod is ready and whom etcd lists.
 	// +optional
 	ReadyMembers int32 `json:"readyMembers,omitempty"`
+
+	// UpdatedMembers counts members that run the current target template;
+	// a rollout is done when it equals the number of members.
+	// +optional
+	UpdatedMembers int32 `json:"updatedMembers,omitempty"`
+
+	// CurrentVersion is the etcd version every member runs, or the lowest
+	// one while a rollout has them on different versions.
+	// +optional
+	CurrentVersion string `json:"currentVersion,omitempty"`
 
 	// BrokenMembers counts members self-heal has judged beyond restarting:
 	// lost or corrupt data, a diverged view, a lost Memory Pod, a crash loop.
@@ -183,6 +214,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyMembers`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedMembers`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {

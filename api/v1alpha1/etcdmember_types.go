@@ -87,6 +87,12 @@ type EtcdMemberStatus struct {
 	// +optional
 	Version string `json:"version,omitempty"`
 
+	// RolledAt is when a rollout last changed the member's template. Until
+	// the member is healthy again after it, it is restarting on purpose, and
+	// self-heal does not take its silence for a failure.
+	// +optional
+	RolledAt *metav1.Time `json:"rolledAt,omitempty"`
+
 	// NodeName is the node the member's Pod was last scheduled to. It
 	// outlives the Pod, so a member whose Pod is gone or cannot be scheduled
 	// (its volume is bound to that node) is still known to live there.

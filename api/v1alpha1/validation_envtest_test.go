@@ -140,6 +140,11 @@ func TestUpdateValidation(t *testing.T) {
 		{"clear storage class", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") },
 			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil },
 			"storage.storageClassName cannot be changed after creation"},
+		{"skip a minor upwards", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" },
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.7.3" }, skippedMinor},
+		{"skip a minor downwards", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.7.3" },
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" }, skippedMinor},
+		{"another major", nil, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "4.0.0" }, skippedMinor},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,6 +160,8 @@ func TestUpdateValidation(t *testing.T) {
 	}
 }
 
+const skippedMinor = "spec.version may change by one minor release at a time (3.5 to 3.6, then 3.6 to 3.7): etcd supports neither upgrades nor downgrades that skip a minor"
+
 func TestAllowedUpdates(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -164,4 +171,8 @@ func TestAllowedUpdates(t *testing.T) {
 	c.Spec.Replicas = ptr.To[int32](5)
 	c.Spec.Version = "3.7.3"
 	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "growing storage, scaling and changing version are allowed")
+	c.Spec.Version = "3.7.4"
+	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "a patch release")
+	c.Spec.Version = "3.6.16"
+	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "one minor down gets past admission; the operator judges it against what the members run")
 }

@@ -28,14 +28,15 @@ import (
 func main() {
 	idle := flag.Duration("idle", 5*time.Minute, "how long to watch an idle 3-member cluster for API writes")
 	heal := flag.Bool("selfheal", false, "time self-heal scenarios instead of bootstrap and scaling")
+	roll := flag.Bool("rollout", false, "time rollouts under a writer instead of bootstrap and scaling")
 	flag.Parse()
-	if err := run(*idle, *heal); err != nil {
+	if err := run(*idle, *heal, *roll); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(idle time.Duration, heal bool) error {
+func run(idle time.Duration, heal, roll bool) error {
 	ctx := context.Background()
 	env, err := framework.Setup()
 	if err != nil {
@@ -55,6 +56,9 @@ func run(idle time.Duration, heal bool) error {
 	defer env.Kubectl(ctx, "delete", "namespace", ns, "--wait=false")
 	if heal {
 		return selfHeal(ctx, env, c, ns)
+	}
+	if roll {
+		return rollouts(ctx, env, c, ns)
 	}
 
 	one, err := timeToReady(ctx, c, ns, "one", 1)

@@ -92,8 +92,12 @@ func buildStatus(c *v1alpha1.EtcdCluster, snap *snapshot) ClusterStatus {
 	if leader, ok := snap.byID(snap.leaderID); ok {
 		cs.Leader = leader.name
 	}
+	updated := map[string]bool{}
+	for _, m := range c.Status.Members {
+		updated[m.Name] = m.Updated
+	}
 	for _, v := range snap.members {
-		ms := MemberStatus{Name: v.name, Alarms: []string{}}
+		ms := MemberStatus{Name: v.name, Alarms: []string{}, Updated: updated[v.name]}
 		if id := v.id(); id != 0 {
 			ms.ID = etcd.FormatMemberID(id)
 			ms.Leader = id == snap.leaderID
@@ -158,7 +162,7 @@ func writeStatusTable(w io.Writer, cs ClusterStatus) error {
 		return fmt.Errorf("failed to write output: %w", err)
 	}
 	if len(cs.Members) > 0 {
-		t := newTable("NAME", "ID", "ROLE", "LEADER", "VERSION", "DB SIZE", "DB IN USE", "RAFT TERM", "RAFT INDEX", "ALARMS", "POD READY", "ERROR")
+		t := newTable("NAME", "ID", "ROLE", "LEADER", "VERSION", "UPDATED", "DB SIZE", "DB IN USE", "RAFT TERM", "RAFT INDEX", "ALARMS", "POD READY", "ERROR")
 		for _, m := range cs.Members {
 			t.add(statusRow(m)...)
 		}
@@ -193,7 +197,11 @@ func statusRow(m MemberStatus) []string {
 	if len(m.Alarms) > 0 {
 		alarms = strings.Join(m.Alarms, ",")
 	}
-	return []string{orDash(m.Name), orDash(m.ID), orDash(m.Role), leader, version, size, inUse, term, index, alarms, ready, orDash(m.problem)}
+	updated := "no"
+	if m.Updated {
+		updated = "yes"
+	}
+	return []string{orDash(m.Name), orDash(m.ID), orDash(m.Role), leader, version, updated, size, inUse, term, index, alarms, ready, orDash(m.problem)}
 }
 
 // incompleteError lists what status could not see, after the output.

@@ -47,15 +47,17 @@ func golden(w *world, s string) string {
 func TestStatusTable(t *testing.T) {
 	g := NewWithT(t)
 	w := healthyWorld(t)
+	// The operator reports demo-a on the target template.
+	w.objs[0].(*v1alpha1.EtcdCluster).Status.Members = []v1alpha1.MemberSummary{{Name: "demo-a", Updated: true}}
 	r := w.run("status", "demo", "-n", testNS)
 	g.Expect(r.code).To(Equal(ExitOK), r.err)
 	g.Expect(r.err).To(BeEmpty())
 	g.Expect(r.out).To(Equal(golden(w, `EtcdCluster ns1/demo, cluster ID <cluster>, leader demo-b
-NAME     ID                 ROLE      LEADER   VERSION   DB SIZE   DB IN USE   RAFT TERM   RAFT INDEX   ALARMS    POD READY   ERROR
-demo-a   <demo-a>   voter     no       3.7.3     1.0 MiB   512.0 KiB   2           1            -         true        -
-demo-b   <demo-b>   voter     yes      3.6.16    3.5 GiB   1.2 GiB     2           1234         -         true        -
-demo-c   <demo-c>   voter     no       3.7.3     1.0 MiB   512.0 KiB   2           1            NOSPACE   true        -
-demo-d   <demo-d>   learner   no       3.7.3     1.0 MiB   512.0 KiB   2           1            -         true        -
+NAME     ID                 ROLE      LEADER   VERSION   UPDATED   DB SIZE   DB IN USE   RAFT TERM   RAFT INDEX   ALARMS    POD READY   ERROR
+demo-a   <demo-a>   voter     no       3.7.3     yes       1.0 MiB   512.0 KiB   2           1            -         true        -
+demo-b   <demo-b>   voter     yes      3.6.16    no        3.5 GiB   1.2 GiB     2           1234         -         true        -
+demo-c   <demo-c>   voter     no       3.7.3     no        1.0 MiB   512.0 KiB   2           1            NOSPACE   true        -
+demo-d   <demo-d>   learner   no       3.7.3     no        1.0 MiB   512.0 KiB   2           1            -         true        -
 `)))
 	g.Expect(w.flags).To(Equal([]KubeFlags{{Namespace: testNS}}))
 	// Every call went to a tunnel; etcd's advertised URLs were never dialed.
@@ -82,11 +84,11 @@ func TestStatusMarksMembersItCannotSee(t *testing.T) {
 	r := w.run("status", "demo")
 	g.Expect(r.code).To(Equal(ExitError))
 	g.Expect(r.out).To(Equal(golden(w, `EtcdCluster ns1/demo, cluster ID <cluster>, leader demo-a
-NAME     ID                 ROLE      LEADER   VERSION   DB SIZE   DB IN USE   RAFT TERM   RAFT INDEX   ALARMS   POD READY   ERROR
-demo-a   <demo-a>   voter     yes      3.7.3     1.0 MiB   512.0 KiB   1           1            -        true        -
-demo-b   <demo-b>   voter     no       -         -         -           -           -            -        true        unreachable
-demo-c   <demo-c>   voter     no       -         -         -           -           -            -        true        port-forward failed
-demo-d   <demo-d>   learner   no       -         -         -           -           -            -        false       Pod not running
+NAME     ID                 ROLE      LEADER   VERSION   UPDATED   DB SIZE   DB IN USE   RAFT TERM   RAFT INDEX   ALARMS   POD READY   ERROR
+demo-a   <demo-a>   voter     yes      3.7.3     no        1.0 MiB   512.0 KiB   1           1            -        true        -
+demo-b   <demo-b>   voter     no       -         no        -         -           -           -            -        true        unreachable
+demo-c   <demo-c>   voter     no       -         no        -         -           -           -            -        true        port-forward failed
+demo-d   <demo-d>   learner   no       -         no        -         -           -           -            -        false       Pod not running
 `)))
 	g.Expect(r.err).To(HavePrefix("error: not every member could be seen:\n"))
 	g.Expect(r.err).To(ContainSubstring("EtcdCluster ns1/demo member demo-b: unreachable: failed to call etcd Status on " + w.endpoint("demo-b")))
@@ -155,8 +157,8 @@ func TestStatusOfEveryCluster(t *testing.T) {
 	r := w.run("status")
 	g.Expect(r.code).To(Equal(ExitError))
 	g.Expect(r.out).To(Equal(`EtcdCluster ns1/alpha, cluster ID ` + etcd.FormatMemberID(etcdfake.DefaultClusterID) + `, leader alpha-a
-NAME      ID                 ROLE    LEADER   VERSION   DB SIZE   DB IN USE   RAFT TERM   RAFT INDEX   ALARMS   POD READY   ERROR
-alpha-a   ` + w.id("alpha-a") + `   voter   yes      3.7.3     1.0 MiB   512.0 KiB   1           1            -        true        -
+NAME      ID                 ROLE    LEADER   VERSION   UPDATED   DB SIZE   DB IN USE   RAFT TERM   RAFT INDEX   ALARMS   POD READY   ERROR
+alpha-a   ` + w.id("alpha-a") + `   voter   yes      3.7.3     no        1.0 MiB   512.0 KiB   1           1            -        true        -
 
 EtcdCluster ns1/paused
 error: no running member Pods of EtcdCluster paused in namespace ns1 (0 Pods with label etcd.quorumctl.io/cluster=paused, none Running)

@@ -37,8 +37,11 @@ type MemberStatus struct {
 	Leader bool `json:"leader"`
 	// Reachable is true when the member answered; the fields from Version
 	// to RaftIndex are only meaningful then.
-	Reachable   bool   `json:"reachable"`
-	Version     string `json:"version,omitempty"`
+	Reachable bool   `json:"reachable"`
+	Version   string `json:"version,omitempty"`
+	// Updated is true when the member runs the cluster's target template,
+	// as the operator reports it; false while a rollout has not reached it.
+	Updated     bool   `json:"updated"`
 	DBSize      int64  `json:"dbSize"`
 	DBSizeInUse int64  `json:"dbSizeInUse"`
 	RaftTerm    uint64 `json:"raftTerm"`

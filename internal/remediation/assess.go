@@ -49,7 +49,9 @@ type Facts struct {
 	// slowly is catching up, which is what learners do.
 	Learner bool
 	// InMaintenance: the operator itself is working on the member (it is
-	// being defragmented or restarted), so its silence is expected.
+	// being defragmented, or a rollout restarted it), so its silence, or
+	// the restarts of a template that does not run, are expected: replacing
+	// it would only repeat them. A recognised fatal cause still counts.
 	InMaintenance bool
 }
 
@@ -105,7 +107,7 @@ func Assess(f Facts, now time.Time) (Verdict, bool) {
 				return Verdict{Reason: reason, Detail: fmt.Sprintf("etcd exited with code %d: %s", t.ExitCode, line)}, true
 			}
 		}
-		if cs.RestartCount >= CrashLoopRestarts {
+		if cs.RestartCount >= CrashLoopRestarts && !f.InMaintenance {
 			return Verdict{Reason: CrashLoop, Detail: fmt.Sprintf("not ready after %d restarts", cs.RestartCount)}, true
 		}
 	}

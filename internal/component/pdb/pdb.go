@@ -58,7 +58,8 @@ func Sync(ctx context.Context, c client.Client, desired *policyv1.PodDisruptionB
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := c.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
-			return fmt.Errorf("failed to create PodDisruptionBudget %s: %w", key, err)
+			return fmt.Errorf("failed to create PodDisruptionBudget %s: %w", key,
+				owner.CreateConflict("PodDisruptionBudget", desired, desired.OwnerReferences[0].UID, err))
 		}
 		return nil
 	case err != nil:

@@ -1,6 +1,8 @@
 package pod
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -8,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 )
 
 // Defaults for what etcd and Kubernetes leave unset or set to a trap that
@@ -65,6 +68,11 @@ func defaultedResources(m *v1alpha1.EtcdMember) corev1.ResourceRequirements {
 	return res
 }
 
+// MaxLearners is etcd's --max-learners on releases that have it (3.6 on):
+// two new members can then catch up side by side, which halves the time to
+// grow a cluster. Learners neither vote nor serve, so it costs no quorum.
+const MaxLearners = 2
+
 // optionFlags are etcd's tuning flags, with the operator's defaults where
 // the user set nothing.
 func optionFlags(m *v1alpha1.EtcdMember) []string {
@@ -83,15 +91,35 @@ func optionFlags(m *v1alpha1.EtcdMember) []string {
 	} else if o.AutoCompactionRetention != "" {
 		retention = o.AutoCompactionRetention
 	}
-	flags := []string{
-		"--quota-backend-bytes=" + strconv.FormatInt(quota, 10),
-		"--auto-compaction-mode=" + mode,
+	settings := map[string]string{
+		"quota-backend-bytes":  strconv.FormatInt(quota, 10),
+		"auto-compaction-mode": mode,
 	}
 	if retention != "" {
-		flags = append(flags, "--auto-compaction-retention="+retention)
+		settings["auto-compaction-retention"] = retention
 	}
 	if o.SnapshotCount != nil {
-		flags = append(flags, "--snapshot-count="+strconv.FormatInt(*o.SnapshotCount, 10))
+		settings["snapshot-count"] = strconv.FormatInt(*o.SnapshotCount, 10)
+	}
+	// Each member gets its flags as its own release spells them, so that a
+	// mixed-version rollout never starts a member on a flag it does not know.
+	version := m.Spec.Version
+	if version == "" {
+		version = v1alpha1.DefaultEtcdVersion
+	}
+	if v, err := etcdversion.Parse(version); err == nil {
+		if v.Minor >= 6 {
+			settings["max-learners"] = strconv.Itoa(MaxLearners)
+		}
+		if flags, err := etcdversion.Flags(v, etcdversion.Settings{Flags: settings}); err == nil {
+			return flags
+		}
+	}
+	// A version the policy does not know never gets this far (the API and
+	// the rollout refuse it); these flags are spelled alike in every release.
+	flags := make([]string, 0, len(settings))
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		flags = append(flags, "--"+name+"="+settings[name])
 	}
 	return flags
 }

@@ -88,7 +88,10 @@ func (p Params) image() string {
 	if p.Image != "" {
 		return p.Image
 	}
-	repo := p.ImageRepository
+	repo := p.Member.Spec.ImageRepository
+	if repo == "" {
+		repo = p.ImageRepository
+	}
 	if repo == "" {
 		repo = DefaultImageRepository
 	}
@@ -107,10 +110,11 @@ func Build(p Params) *corev1.Pod {
 	cluster := m.Spec.ClusterName
 
 	labels := Labels(m)
-	var annotations map[string]string
-	if md := m.Spec.AdditionalMetadata; md != nil && len(md.Annotations) > 0 {
-		annotations = maps.Clone(md.Annotations)
+	annotations := map[string]string{}
+	if md := m.Spec.AdditionalMetadata; md != nil {
+		maps.Copy(annotations, md.Annotations)
 	}
+	annotations[TemplateHashAnnotation] = TemplateHash(m)
 
 	var pullSecrets []corev1.LocalObjectReference
 	if len(m.Spec.ImagePullSecrets) > 0 {

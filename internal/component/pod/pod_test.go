@@ -148,6 +148,8 @@ func TestBuild_Args(t *testing.T) {
 		"--initial-advertise-peer-urls=http://" + host + ":2380",
 		"--listen-metrics-urls=http://0.0.0.0:2381",
 		"--initial-cluster-token=" + testToken,
+		// The member runs 3.6, which takes two learners at once.
+		"--max-learners=2",
 	}
 	// 1Gi by default; a third of what the WAL's 128 MB leaves is the quota.
 	defaults := []string{
@@ -208,6 +210,14 @@ func TestBuild_Args(t *testing.T) {
 			g.Expect(c.Args).To(ConsistOf(append(slices.Clone(base), tt.extra...)))
 			g.Expect(slices.IsSorted(c.Args)).To(BeTrue(), "args must be sorted: %v", c.Args)
 		})
+	}
+}
+
+func TestBuild_MaxLearnersOnlyWhereEtcdHasIt(t *testing.T) {
+	g := NewWithT(t)
+	for version, want := range map[string]bool{"3.5.35": false, "3.6.16": true, "3.7.3": true} {
+		args := pod.Build(newParams(newMember(func(m *v1alpha1.EtcdMember) { m.Spec.Version = version }))).Spec.Containers[0].Args
+		g.Expect(slices.Contains(args, "--max-learners=2")).To(Equal(want), "etcd %s", version)
 	}
 }
 
@@ -445,11 +455,11 @@ func TestBuild_Metadata(t *testing.T) {
 			g.Expect(p.Name).To(Equal(testMember))
 			g.Expect(p.Namespace).To(Equal(testNS))
 			g.Expect(p.Labels).To(Equal(tt.wantLabels))
-			if tt.wantAnnotations == nil {
-				g.Expect(p.Annotations).To(BeEmpty())
-			} else {
-				g.Expect(p.Annotations).To(Equal(tt.wantAnnotations))
+			want := map[string]string{pod.TemplateHashAnnotation: pod.TemplateHash(m)}
+			for k, v := range tt.wantAnnotations {
+				want[k] = v
 			}
+			g.Expect(p.Annotations).To(Equal(want), "the user's annotations and the template hash")
 		})
 	}
 }
@@ -589,4 +599,34 @@ func TestBuild_Deterministic(t *testing.T) {
 	for range 20 {
 		g.Expect(pod.Build(newParams(m))).To(Equal(first))
 	}
+}
+
+func TestTemplateHash(t *testing.T) {
+	g := NewWithT(t)
+	m := newMember()
+	p := pod.Build(newParams(m))
+	g.Expect(pod.Outdated(m, p.Annotations)).To(BeFalse())
+	g.Expect(pod.Outdated(m, nil)).To(BeFalse(), "a Pod from before the annotation is current")
+
+	for name, change := range map[string]func(*v1alpha1.EtcdMember){
+		"version":          func(m *v1alpha1.EtcdMember) { m.Spec.Version = "3.6.17" },
+		"resources":        func(m *v1alpha1.EtcdMember) { m.Spec.Resources = &corev1.ResourceRequirements{} },
+		"options":          func(m *v1alpha1.EtcdMember) { m.Spec.Options = &v1alpha1.EtcdOptions{SnapshotCount: ptr.To[int64](5)} },
+		"node selector":    func(m *v1alpha1.EtcdMember) { m.Spec.NodeSelector = map[string]string{"a": "b"} },
+		"image repository": func(m *v1alpha1.EtcdMember) { m.Spec.ImageRepository = "mirror.example/etcd" },
+		"peer URL":         func(m *v1alpha1.EtcdMember) { m.Spec.PeerURL = "https://x:2380" },
+	} {
+		changed := newMember(change)
+		g.Expect(pod.Outdated(changed, p.Annotations)).To(BeTrue(), "a change of the %s re-creates the Pod", name)
+	}
+	// What the operator writes for itself does not.
+	same := newMember(func(m *v1alpha1.EtcdMember) { m.Status.Role = v1alpha1.MemberRoleVoter; m.Spec.InitialCluster = "x=y" })
+	g.Expect(pod.Outdated(same, p.Annotations)).To(BeFalse())
+}
+
+func TestBuild_ImageRepositoryOfTheCluster(t *testing.T) {
+	g := NewWithT(t)
+	m := newMember(func(m *v1alpha1.EtcdMember) { m.Spec.ImageRepository = "mirror.example/etcd" })
+	g.Expect(pod.Build(newParams(m)).Spec.Containers[0].Image).To(Equal("mirror.example/etcd:v3.6.16"), "the cluster's own repository wins")
+	g.Expect(pod.Build(newParams(newMember())).Spec.Containers[0].Image).To(Equal("registry.example/etcd:v3.6.16"), "else the operator's")
 }

@@ -38,6 +38,9 @@ func Sync(ctx context.Context, c client.Client, desired *corev1.Service) error {
 		// Create a copy: Create fills in server fields, and desired is the
 		// caller's.
 		if err := c.Create(ctx, desired.DeepCopy(), client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
+			if ref := metav1.GetControllerOf(desired); ref != nil {
+				err = owner.CreateConflict("Service", desired, ref.UID, err)
+			}
 			return fmt.Errorf("failed to create Service %s: %w", key, err)
 		}
 		return nil

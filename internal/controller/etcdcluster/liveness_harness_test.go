@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,6 +16,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdmember"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
 // withFinalizers gives every member the member controller's finalizer, so
@@ -148,3 +150,10 @@ func (h *harness) collectGarbage() {
 		}
 	}
 }
+
+func ptrQuantity(s string) *resource.Quantity {
+	q := resource.MustParse(s)
+	return &q
+}
+
+func errUnreachable() error { return etcdfake.ErrUnreachable }

@@ -50,6 +50,8 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 			OthersHealthy: s.othersHealthy(m.Name),
 			Node:          remediation.Node(node, s.nodes[node], podRunningOn(p, node), remediation.UnschedulableSince(p)),
 			NodeLostAfter: s.cluster.Spec.SelfHeal.NodeLostAfter(),
+			// A rollout restarted it and it has not been healthy since.
+			InMaintenance: m.Status.RolledAt != nil,
 		}
 		em, listed := s.inEtcd(m)
 		if listed {

@@ -19,6 +19,10 @@ import (
 // interrupts. Every member must be ready first, so at most one learner ever
 // catches up at a time.
 func (r *Reconciler) scaleUp(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.versionRefused != nil {
+		s.setProgress(v1alpha1.VersionChangeRefusedReason, "no member is added on a refused version: %s", s.versionRefused.Message)
+		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
+	}
 	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
 		s.setProgress(v1alpha1.ScalingUpReason, "waiting for %s before adding a member", strings.Join(notReady, ", "))
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
@@ -101,13 +105,16 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, erro
 			victim = m
 		}
 	}
-	// The member being removed may itself be the one not ready (a learner
-	// that never caught up), and broken members are being dealt with; every
-	// other member must be ready.
+	// A healthy member goes only while every other member is ready: never
+	// take a working member while another is restarting. One that is down
+	// itself (a learner that never caught up, a member of a lost node) goes
+	// whatever else is down; the quorum gate below is what protects then.
 	var waitFor []string
-	for _, n := range r.notReadyMembers(s, victim.Name) {
-		if !broken[n] {
-			waitFor = append(waitFor, n)
+	if s.memberReady(victim) {
+		for _, n := range r.notReadyMembers(s, victim.Name) {
+			if !broken[n] {
+				waitFor = append(waitFor, n)
+			}
 		}
 	}
 	if len(waitFor) > 0 {
@@ -156,11 +163,16 @@ func (r *Reconciler) moveLeaderAway(ctx context.Context, s *scope, victim *v1alp
 			target, best = v, h.status.RaftIndex
 		}
 	}
-	if target.ID == 0 {
+	return r.moveLeaderTo(ctx, s, victim, leader, target, "before removing it")
+}
+
+// moveLeaderTo hands leadership from victim to target.
+func (r *Reconciler) moveLeaderTo(ctx context.Context, s *scope, victim *v1alpha1.EtcdMember, leader, target etcd.Member, why string) (ctrl.Result, error) {
+	if target.ID == 0 || target.ID == leader.ID {
 		s.setProgress(v1alpha1.WaitingForQuorumReason, "no healthy voter to take leadership from %s", victim.Name)
 		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
 	}
-	s.setProgress(v1alpha1.ScalingDownReason, "moving leadership from %s before removing it", victim.Name)
+	s.setProgress(v1alpha1.ScalingDownReason, "moving leadership from %s %s", victim.Name, why)
 	_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
 		return etcd.Member{}, etcd.MemberList{}, c.MoveLeader(ctx, target.ID)
 	})
@@ -168,6 +180,6 @@ func (r *Reconciler) moveLeaderAway(ctx context.Context, s *scope, victim *v1alp
 		return ctrl.Result{}, fmt.Errorf("failed to move leadership from %s: %w", victim.Name, err)
 	}
 	r.event(s.cluster, corev1.EventTypeNormal, "LeaderMoved", "MoveLeader",
-		"Moved leadership from %s to %s before removing it", victim.Name, target.Name)
+		"Moved leadership from %s to %s %s", victim.Name, target.Name, why)
 	return ctrl.Result{RequeueAfter: requeueSoon}, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 )
 
 // scope is everything one reconcile pass observed, plus what the pass decided
@@ -52,6 +53,11 @@ type scope struct {
 	// phaseErrs are the failures of this pass's phases, each of which ran
 	// regardless of the others.
 	phaseErrs []error
+	// promoteTried: the pass asked etcd to promote a learner already.
+	promoteTried bool
+	// versionRefused is set when the target version breaks etcd's upgrade
+	// rules for the versions the members are on.
+	versionRefused *etcdversion.Refusal
 	// restoreRefusal is why a restore from a snapshot is refused, if it is.
 	restoreRefusal *progress
 }
@@ -234,6 +240,15 @@ func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster
 	s.broken = r.assessMembers(s)
 	s.reached = s.targetReached()
 	return s, nil
+}
+
+// judgeVersion applies the version policy to the adopted target. It runs
+// after the target is adopted, at the start of the membership phase.
+func (s *scope) judgeVersion() {
+	s.versionRefused = nil
+	if s.cluster.Status.Observed != nil && s.cluster.ClusterFormed() {
+		s.versionRefused = s.versionCheck()
+	}
 }
 
 // endpoints are the client URLs to dial: members with a running Pod, voters

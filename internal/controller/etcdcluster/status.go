@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/owner"
+	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 )
 
@@ -23,6 +24,7 @@ func updateStatus(s *scope) {
 	c.Status.Selector = v1alpha1.ClusterSelector(c.Name)
 	c.Status.Members, c.Status.ReadyMembers = memberSummaries(s)
 	c.Status.BrokenMembers = int32(len(s.broken))
+	c.Status.UpdatedMembers, c.Status.CurrentVersion = rolloutSummary(s)
 	setVersionsAligned(s)
 	setAvailable(s)
 	setMembersHealthy(s)
@@ -51,9 +53,33 @@ func memberSummaries(s *scope) ([]v1alpha1.MemberSummary, int32) {
 		if sum.Ready {
 			ready++
 		}
+		sum.Updated = s.cluster.Status.Observed != nil && !s.outdated(m)
 		out = append(out, sum)
 	}
 	return out, ready
+}
+
+// rolloutSummary counts the members on the target template and names the
+// lowest version any member is configured with.
+func rolloutSummary(s *scope) (int32, string) {
+	if s.cluster.Status.Observed == nil {
+		return 0, ""
+	}
+	var updated int32
+	var lowest etcdversion.Version
+	found := false
+	for _, m := range s.counted() {
+		if !s.outdated(m) {
+			updated++
+		}
+		if v, err := etcdversion.Parse(m.Spec.Version); err == nil && (!found || v.Compare(lowest) < 0) {
+			lowest, found = v, true
+		}
+	}
+	if !found {
+		return updated, ""
+	}
+	return updated, lowest.String()
 }
 
 func setCondition(s *scope, condType string, status metav1.ConditionStatus, reason, message string) {
@@ -142,6 +168,9 @@ func setProgressing(s *scope) {
 	case s.reached && specMatchesObserved(s.cluster):
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason,
 			fmt.Sprintf("%d of %d members ready", len(s.members), s.desiredReplicas()))
+	case stalledBy(s) != "":
+		_, msg, _ := phaseFailure(s)
+		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, stalledBy(s), msg)
 	case deadlinePassed(s):
 		// As a Deployment reports it: no longer progressing within its
 		// deadline, while the work goes on.
@@ -175,10 +204,17 @@ func setReady(s *scope) {
 	}
 }
 
-// phaseFailure names the first failed step of the pass, if any. An object
-// the cluster needs that belongs to someone else is bad input, reported as
-// such; anything else is an error the next pass retries.
+// phaseFailure names what keeps the cluster from its spec and needs a
+// person: an object the cluster needs that belongs to someone else, a
+// version change etcd does not allow, a rollout whose updated member does
+// not come back. Any other failed step is an error the next pass retries.
 func phaseFailure(s *scope) (string, string, bool) {
+	if s.versionRefused != nil {
+		return v1alpha1.VersionChangeRefusedReason, s.versionRefused.Message, true
+	}
+	if why, failed := s.rolloutFailure(); failed {
+		return v1alpha1.RolloutFailedReason, why + "; fix spec or set it back, and the member is rolled back first", true
+	}
 	for _, err := range s.phaseErrs {
 		var notOwned *owner.NotOwnedError
 		if errors.As(err, &notOwned) {
@@ -200,7 +236,7 @@ func setKstatus(s *scope) {
 	case ready.Status == metav1.ConditionTrue:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
-	case ready.Reason == v1alpha1.ObjectNotOwnedReason, s.restoreRefusal != nil && ready.Reason == s.restoreRefusal.reason:
+	case stalls[ready.Reason], s.restoreRefusal != nil && ready.Reason == s.restoreRefusal.reason:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, ready.Reason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionTrue, ready.Reason, ready.Message)
 	case deadlinePassed(s):
@@ -212,6 +248,20 @@ func setKstatus(s *scope) {
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionFalse, v1alpha1.WithinDeadlineReason,
 			"working towards the target; the progress deadline has not passed")
 	}
+}
+
+// stalledBy is the reason of a failure that needs a person, or "".
+func stalledBy(s *scope) string {
+	if reason, _, failed := phaseFailure(s); failed && stalls[reason] {
+		return reason
+	}
+	return ""
+}
+
+// stalls are the Ready reasons that need a person, so kstatus readers see a
+// failure rather than work in progress.
+var stalls = map[string]bool{
+	v1alpha1.ObjectNotOwnedReason: true, v1alpha1.VersionChangeRefusedReason: true, v1alpha1.RolloutFailedReason: true,
 }
 
 // stalledMessage says what the target is and what it is stuck on.

@@ -103,8 +103,12 @@ func (s *scope) targetReached() bool {
 	for _, m := range s.members {
 		// Ready also means served: each voter's Pod carries the label the
 		// client Service selects, which the member controller sets right
-		// after the role is recorded.
+		// after the role is recorded. And it means rolled: every member
+		// runs the target template.
 		if !s.memberReady(m) || s.pods[m.Name].Labels[v1alpha1.RoleLabel] != v1alpha1.RoleLabelVoter {
+			return false
+		}
+		if s.cluster.Status.Observed != nil && s.outdated(m) {
 			return false
 		}
 	}

@@ -115,6 +115,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if restarted, err := r.restartIfOutdated(ctx, m, p); err != nil || restarted {
+		return ctrl.Result{}, err
+	}
 	obs.pod = p
 	if err := pod.SetRoleLabel(ctx, r.Client, p, pod.ServesClients(m)); err != nil {
 		return ctrl.Result{}, err
@@ -135,6 +138,48 @@ func (r *Reconciler) currentPod(ctx context.Context, m *v1alpha1.EtcdMember) (*c
 		return nil, fmt.Errorf("failed to get Pod %s: %w", m.Name, err)
 	}
 	return p, nil
+}
+
+// restartIfOutdated deletes a Pod built from another template than the
+// member's, so that the next pass re-creates it from the member's: this is
+// how a rollout's change of one member's template reaches its Pod, on the
+// same volume, with the same member ID. The cluster controller changes one
+// member's template at a time, after its gate; this controller only
+// follows. A Pod from before templates were hashed gets the hash of the
+// current template, unless a rollout changed the template after the Pod was
+// created.
+func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMember, p *corev1.Pod) (bool, error) {
+	if !p.DeletionTimestamp.IsZero() {
+		return false, nil
+	}
+	_, hashed := p.Annotations[pod.TemplateHashAnnotation]
+	outdated := pod.Outdated(m, p.Annotations)
+	if !hashed {
+		if m.Status.RolledAt == nil || !p.CreationTimestamp.Before(m.Status.RolledAt) {
+			patch := client.MergeFrom(p.DeepCopy())
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[pod.TemplateHashAnnotation] = pod.TemplateHash(m)
+			if err := r.Patch(ctx, p, patch, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
+				return false, fmt.Errorf("failed to record the template hash on Pod %s: %w", p.Name, err)
+			}
+			return false, nil
+		}
+		outdated = true
+	}
+	if !outdated {
+		return false, nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Re-creating the member's Pod from its new template", "pod", p.Name)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(m, p, corev1.EventTypeNormal, "PodOutdated", "RestartMember",
+			"Deleting Pod %s to re-create it from the member's new template (etcd %s)", p.Name, m.Spec.Version)
+	}
+	if err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
+		return false, fmt.Errorf("failed to delete outdated Pod %s: %w", p.Name, err)
+	}
+	return true, nil
 }
 
 // deletePod removes the member's Pod if it exists.

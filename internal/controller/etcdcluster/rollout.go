@@ -1,0 +1,301 @@
+package etcdcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdversion"
+	"github.com/quorumctl/etcd-operator/internal/rollout"
+)
+
+// outdated: the member's template differs from the target.
+func (s *scope) outdated(m *v1alpha1.EtcdMember) bool {
+	return !equality.Semantic.DeepEqual(m.Spec.MemberTemplate, s.cluster.Status.Observed.MemberTemplate)
+}
+
+// replacedInPlace: the member can take the target template by restarting
+// its Pod on its own volume. A Memory member's data goes with its Pod, and a
+// different volume is a different member.
+func (s *scope) restartableInPlace(m *v1alpha1.EtcdMember) bool {
+	t := s.cluster.Status.Observed.MemberTemplate
+	return m.Spec.Storage.Medium != v1alpha1.StorageMediumMemory && equality.Semantic.DeepEqual(m.Spec.Storage, t.Storage)
+}
+
+// healthyMember: ready, answering, and following the quorum's leader.
+func (s *scope) healthyMember(m *v1alpha1.EtcdMember) bool {
+	em, ok := s.inEtcd(m)
+	if !ok || !s.memberReady(m) {
+		return false
+	}
+	h := s.etcd.health[em.ID]
+	return h.ok() && h.status.LeaderID == s.quorumView().LeaderID
+}
+
+// versionCheck applies etcd's upgrade rules to the change from the versions
+// the members are on now to the target. A refusal stops the rollout and
+// keeps new members off the refused version.
+func (s *scope) versionCheck() *etcdversion.Refusal {
+	target, err := etcdversion.Parse(s.cluster.Status.Observed.Version)
+	if err != nil {
+		return &etcdversion.Refusal{Reason: etcdversion.ReasonUnsupportedVersion, Message: err.Error()}
+	}
+	var c etcdversion.Cluster
+	for _, m := range s.members {
+		v, err := etcdversion.Parse(m.Spec.Version)
+		if err != nil {
+			return &etcdversion.Refusal{Reason: etcdversion.ReasonUnsupportedVersion, Message: fmt.Sprintf("member %s: %v", m.Name, err)}
+		}
+		c.Members = append(c.Members, v)
+	}
+	if len(c.Members) == 0 {
+		return nil
+	}
+	plan, err := etcdversion.Decide(c, target)
+	var refusal *etcdversion.Refusal
+	switch {
+	case errors.As(err, &refusal):
+		return refusal
+	case err != nil:
+		return &etcdversion.Refusal{Reason: etcdversion.ReasonUnsupportedVersion, Message: err.Error()}
+	case plan.Kind == etcdversion.KindDowngrade:
+		from := slices.MaxFunc(c.Members, etcdversion.Version.Compare)
+		return &etcdversion.Refusal{Reason: reasonDowngradeNotSupported, Message: fmt.Sprintf(
+			"downgrading from %s to %s takes etcd's downgrade API, which this operator does not drive yet; set spec.version back to a %s release",
+			from, target, from.MinorString())}
+	}
+	return nil
+}
+
+// reasonDowngradeNotSupported refuses a one-minor downgrade, which etcd
+// allows only through its downgrade API.
+const reasonDowngradeNotSupported = "DowngradeNotSupported"
+
+// etcdMemberOf is etcd's entry for the named member.
+func etcdMemberOf(s *scope, name string) etcd.Member {
+	for _, m := range append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...) {
+		if m.Name == name {
+			em, _ := s.inEtcd(m)
+			return em
+		}
+	}
+	return etcd.Member{}
+}
+
+// reconcileRollout takes the rollout's step for this pass (see package
+// rollout). It acts only once the cluster has the target's number of
+// members: a scale-up gives new members the target template anyway.
+func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	if err := r.clearRolledAt(ctx, s); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	counted := s.counted()
+	if len(counted) != s.desiredReplicas() {
+		return ctrl.Result{}, false, nil
+	}
+	if s.versionRefused != nil {
+		return ctrl.Result{}, false, nil
+	}
+	leader := s.quorumView().LeaderID
+	var ms []rollout.Member
+	for _, m := range counted {
+		em, listed := s.inEtcd(m)
+		rm := rollout.Member{
+			Name: m.Name, Outdated: s.outdated(m), Replace: !s.restartableInPlace(m),
+			Voter: listed && !em.IsLearner, Leader: listed && em.ID == leader, Healthy: s.healthyMember(m),
+		}
+		if listed {
+			rm.Applied = s.etcd.health[em.ID].status.RaftAppliedIndex
+		}
+		ms = append(ms, rm)
+	}
+	d := rollout.Next(ms, rollout.Options{Paused: s.cluster.Spec.Rollout.Paused, Settling: s.settling()})
+	updated := len(ms) - s.outdatedCount()
+	log := ctrl.LoggerFrom(ctx)
+	switch d.Action {
+	case rollout.None:
+		return ctrl.Result{}, false, nil
+	case rollout.Wait:
+		reason := v1alpha1.RollingUpdateReason
+		if s.cluster.Spec.Rollout.Paused {
+			reason = v1alpha1.RolloutPausedReason
+		}
+		s.setProgress(reason, "%s (%d of %d members updated)", d.Reason, updated, len(ms))
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, false, nil
+	case rollout.MoveLeader:
+		res, err := r.moveLeaderTo(ctx, s, s.member(d.Member), etcdMemberOf(s, d.Member), etcdMemberOf(s, d.To), "before updating it")
+		return res, true, err
+	case rollout.Restart:
+		m := s.member(d.Member)
+		log.Info("Rolling member to the target template", "member", m.Name, "version", s.cluster.Status.Observed.Version)
+		if err := r.setRolledAt(ctx, s, m); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		patch := client.MergeFrom(m.DeepCopy())
+		m.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
+		if err := r.Patch(ctx, m, patch); err != nil {
+			return ctrl.Result{}, true, fmt.Errorf("failed to update the template of EtcdMember %s: %w", m.Name, err)
+		}
+		r.event(s.cluster, corev1.EventTypeNormal, "MemberUpdating", "RollMember",
+			"Restarting member %s on its volume with the new template (etcd %s); %d of %d members updated before it",
+			m.Name, m.Spec.Version, updated, len(ms))
+		s.setProgress(v1alpha1.RollingUpdateReason, "restarting member %s with the new template (%d of %d members updated)", m.Name, updated, len(ms))
+		return ctrl.Result{}, true, nil
+	case rollout.Replace:
+		m := s.member(d.Member)
+		if exists, err := r.replacementExists(ctx, s, m.Name); err != nil || exists {
+			return ctrl.Result{RequeueAfter: requeueSoon}, true, err
+		}
+		y, err := r.createMember(ctx, s, newMember{template: s.cluster.Status.Observed.MemberTemplate, replaces: m.Name})
+		if err != nil {
+			return ctrl.Result{}, true, err
+		}
+		s.replacedBy[m.Name] = y
+		r.event(s.cluster, corev1.EventTypeNormal, "MemberUpdating", "RollMember",
+			"Replacing member %s by %s with the new template (etcd %s): it joins first, then %s leaves; %d of %d members updated before it",
+			m.Name, y.Name, y.Spec.Version, m.Name, updated, len(ms))
+		s.setProgress(v1alpha1.RollingUpdateReason, "replacing member %s by %s (%d of %d members updated)", m.Name, y.Name, updated, len(ms))
+		res, err := r.completeAdd(ctx, s, y)
+		return res, true, err
+	}
+	return ctrl.Result{}, false, fmt.Errorf("unknown rollout action %q", d.Action)
+}
+
+// settling names a membership change in flight, which a rollout waits out.
+func (s *scope) settling() string {
+	switch {
+	case len(s.deleting) > 0:
+		return fmt.Sprintf("member %s to leave", s.deleting[0].Name)
+	case len(s.broken) > 0:
+		return fmt.Sprintf("broken member %s to be replaced", s.broken[0].member.Name)
+	case len(s.replacedBy) > 0:
+		for x, y := range s.replacedBy {
+			return fmt.Sprintf("%s's replacement %s to join", x, y.Name)
+		}
+	case len(s.etcd.learners()) > 0:
+		return "a learner to be promoted"
+	case s.pendingMember() != nil:
+		return fmt.Sprintf("member %s to be added", s.pendingMember().Name)
+	}
+	return ""
+}
+
+func (s *scope) outdatedCount() int {
+	n := 0
+	for _, m := range s.counted() {
+		if s.outdated(m) {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *scope) member(name string) *v1alpha1.EtcdMember {
+	for _, m := range s.members {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// retireReplaced removes a member whose replacement has joined and is a
+// healthy voter: the second half of a replacement that joined first (a
+// rollout's, or a broken member's whose quorum gate held). Leadership moves
+// away first.
+func (r *Reconciler) retireReplaced(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	for _, x := range s.members {
+		y := s.replacedBy[x.Name]
+		if y == nil || !s.healthyMember(y) {
+			continue
+		}
+		if em, ok := s.inEtcd(y); !ok || em.IsLearner {
+			continue
+		}
+		if em, ok := s.inEtcd(x); ok && em.ID == s.etcd.leaderID() {
+			res, err := r.moveLeaderTo(ctx, s, x, em, etcdMemberOf(s, y.Name), "before it leaves")
+			return res, true, err
+		}
+		ctrl.LoggerFrom(ctx).Info("Retiring a member its replacement has taken over from", "member", x.Name, "replacement", y.Name)
+		r.event(s.cluster, corev1.EventTypeNormal, "MemberRemoving", "RemoveMember",
+			"Removing member %s: its replacement %s has joined", x.Name, y.Name)
+		if err := r.Delete(ctx, x); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, true, fmt.Errorf("failed to delete EtcdMember %s: %w", x.Name, err)
+		}
+		s.setProgress(v1alpha1.RollingUpdateReason, "removing %s, replaced by %s", x.Name, y.Name)
+		return ctrl.Result{}, true, nil
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// setRolledAt records that the rollout is about to restart the member, so
+// that self-heal expects its silence.
+func (r *Reconciler) setRolledAt(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) error {
+	patch := client.MergeFrom(m.DeepCopy())
+	now := metav1.NewTime(s.now)
+	m.Status.RolledAt = &now
+	if err := r.Status().Patch(ctx, m, patch); err != nil {
+		return fmt.Errorf("failed to record the rollout of EtcdMember %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// clearRolledAt forgets the rollout of members that are healthy on their
+// new template.
+func (r *Reconciler) clearRolledAt(ctx context.Context, s *scope) error {
+	for _, m := range s.members {
+		if m.Status.RolledAt == nil || s.outdated(m) || !s.healthyMember(m) {
+			continue
+		}
+		patch := client.MergeFrom(m.DeepCopy())
+		m.Status.RolledAt = nil
+		if err := r.Status().Patch(ctx, m, patch); err != nil {
+			return fmt.Errorf("failed to clear the rollout of EtcdMember %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
+// rolloutFailure names a member the rollout updated that has not come back:
+// it cannot start its image, or crash-loops.
+func (s *scope) rolloutFailure() (string, bool) {
+	for _, m := range s.members {
+		if m.Status.RolledAt == nil || s.outdated(m) || s.healthyMember(m) {
+			continue
+		}
+		p := s.pods[m.Name]
+		if p == nil {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && imageFailures[w.Reason] {
+				return fmt.Sprintf("member %s cannot start etcd %s: %s: %s", m.Name, m.Spec.Version, w.Reason, strings.TrimSpace(w.Message)), true
+			}
+			if cs.RestartCount >= rolloutCrashRestarts {
+				return fmt.Sprintf("member %s keeps failing on etcd %s (%d restarts since it was updated)", m.Name, m.Spec.Version, cs.RestartCount), true
+			}
+		}
+	}
+	return "", false
+}
+
+// imageFailures are the kubelet's reasons for a container that cannot start
+// its image at all.
+var imageFailures = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true,
+	"InvalidImageName": true, "CreateContainerConfigError": true, "CreateContainerError": true,
+}
+
+// rolloutCrashRestarts is how many restarts of an updated member's Pod stop
+// the rollout.
+const rolloutCrashRestarts = 3
