@@ -48,6 +48,7 @@ type backupEnv struct {
 func newBackupEnv(ctx context.Context, t *testing.T, name string) *backupEnv {
 	g := NewWithT(t)
 	g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
+	g.Expect(env.EnsureS3Bucket(ctx)).To(Succeed(), "the local cluster's S3 server answers")
 	c, err := env.Client()
 	g.Expect(err).NotTo(HaveOccurred())
 	ns := env.CreateNamespace(t, name)
