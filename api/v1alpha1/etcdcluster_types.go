@@ -53,6 +53,7 @@ type EtcdClusterSpec struct {
 	// explicit EtcdRecovery (or kubectl etcd recover).
 	// +optional
 	DisasterRecovery DisasterRecoverySpec `json:"disasterRecovery,omitempty"`
+
 	// Bootstrap says how the cluster starts: empty, or restored from a
 	// snapshot. It is set at creation and never changes.
 	// +optional

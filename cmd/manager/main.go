@@ -17,6 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	// The operator image is the manager binary alone, with no CA
+	// certificates on disk; the snapshot Jobs reach S3 over HTTPS with
+	// these roots when the system has none.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/controller"
 	"github.com/quorumctl/etcd-operator/internal/setup"

@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/backup/store"
@@ -391,4 +392,93 @@ func TestRoundTripThroughAVolume(t *testing.T) {
 	cli := rawClient(t, node.ClientURL)
 	d.check(ctx, t, cli)
 	expectCompactedWatch(ctx, t, cli, meta.Revision)
+}
+
+// TestCommandLines runs the agent the way the Jobs and the seed's init
+// containers do: through Main, from the argument lists the controllers
+// build, with the credentials only in the environment and the result in the
+// termination message.
+func TestCommandLines(t *testing.T) {
+	ctx := ctxFor(t, 3*time.Minute)
+	s3 := s3proc.Start(t, s3proc.Binary(t), bucket)
+	bin := etcdproc.Binary(t, "")
+	source := etcdproc.StartCluster(t, bin, etcdproc.Options{Members: 3})
+	d := data{small: 300, large: 5}
+	d.write(ctx, t, rawClient(t, etcdproc.ClientURLs(source)...))
+	dir := t.TempDir()
+	termination := filepath.Join(dir, "termination-log")
+	env := func(state string) agent.Env {
+		vars := map[string]string{
+			agent.EnvAccessKeyID: s3.AccessKeyID, agent.EnvSecretAccessKey: s3.SecretAccessKey,
+			agent.EnvInitialClusterState: state,
+		}
+		return agent.Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return vars[k] }}
+	}
+	result := func() backup.Result {
+		t.Helper()
+		raw, err := os.ReadFile(termination)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := backup.ParseResult(string(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	dest := v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Endpoint: s3.Endpoint, Bucket: bucket, Prefix: "cli/", ForcePathStyle: true, CredentialsSecretName: "x"}}
+	key := backup.SnapshotKey("ns", "c", "snap")
+	save := agent.SaveArgs{Namespace: "ns", Cluster: "c", Snapshot: "snap", Endpoints: etcdproc.ClientURLs(source),
+		StorageArgs: agent.StorageArgs{Destination: dest, Key: key}}
+	if code := agent.Main(ctx, append(save.Args(), "--termination-log="+termination), env("")); code != 0 {
+		t.Fatalf("snapshot save exited %d: %+v", code, result())
+	}
+	saved := result()
+	if saved.Code != backup.CodeOK || saved.Metadata == nil || saved.Metadata.Key != key {
+		t.Fatalf("snapshot save reported %+v", saved)
+	}
+	check := agent.StorageCommandArgs{StorageArgs: agent.StorageArgs{Destination: dest, Key: key}}
+	if code := agent.Main(ctx, append(check.InspectArgs(), "--termination-log="+termination), env("")); code != 0 || result().Metadata.SHA256 != saved.Metadata.SHA256 {
+		t.Fatalf("snapshot inspect exited %d: %+v", code, result())
+	}
+
+	node := etcdproc.NewNode(t, "seed")
+	fetch := agent.FetchArgs{StorageArgs: agent.StorageArgs{Destination: dest, Key: key}, SHA256: saved.Metadata.SHA256,
+		Size: saved.Metadata.SizeBytes, DataDir: filepath.Join(dir, "data"), WorkDir: filepath.Join(dir, "restore"),
+		CopySelfTo: filepath.Join(dir, "manager")}
+	apply := agent.ApplyArgs{Etcdutl: filepath.Join(filepath.Dir(bin), "etcdutl"), DataDir: fetch.DataDir, WorkDir: fetch.WorkDir,
+		Name: node.Name, InitialCluster: node.Name + "=" + node.PeerURL, InitialClusterToken: "cli-restore", PeerURL: node.PeerURL,
+		BumpRevision: 1000, MarkCompacted: true}
+	for _, step := range [][]string{fetch.Args(), apply.Args()} {
+		if code := agent.Main(ctx, append(step, "--termination-log="+termination), env(v1alpha1.InitialClusterStateNew)); code != 0 {
+			t.Fatalf("%v exited %d: %+v", step[:2], code, result())
+		}
+		if res := result(); res.Skipped {
+			t.Fatalf("%v skipped while the cluster is new", step[:2])
+		}
+	}
+	if _, err := os.Stat(fetch.CopySelfTo); err != nil {
+		t.Fatalf("fetch did not install the agent for the next step: %v", err)
+	}
+	// A second run of both, as after the Pod's sandbox is re-created: the
+	// data dir is in place, so they do nothing.
+	for _, step := range [][]string{fetch.Args(), apply.Args()} {
+		if code := agent.Main(ctx, append(step, "--termination-log="+termination), env(v1alpha1.InitialClusterStateNew)); code != 0 || !result().Skipped {
+			t.Fatalf("a second %v did not skip: %d %+v", step[:2], code, result())
+		}
+	}
+	restored := etcdproc.StartOnDataDir(t, bin, node, fetch.DataDir, "cli-restore")
+	d.check(ctx, t, rawClient(t, restored.ClientURL))
+
+	if code := agent.Main(ctx, append(check.DeleteArgs(), "--termination-log="+termination), env("")); code != 0 {
+		t.Fatalf("snapshot delete exited %d: %+v", code, result())
+	}
+	cliStore, err := store.NewS3(ctx, store.S3Config{Endpoint: s3.Endpoint, Bucket: bucket, Prefix: "cli/", ForcePathStyle: true,
+		AccessKeyID: s3.AccessKeyID, SecretAccessKey: s3.SecretAccessKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := cliStore.List(ctx, ""); err != nil || len(objs) != 0 {
+		t.Fatalf("after delete the prefix holds %v (%v)", objs, err)
+	}
 }

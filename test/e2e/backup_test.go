@@ -48,6 +48,7 @@ type backupEnv struct {
 func newBackupEnv(ctx context.Context, t *testing.T, name string) *backupEnv {
 	g := NewWithT(t)
 	g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
+	g.Expect(env.EnsureS3Bucket(ctx)).To(Succeed(), "the local cluster's S3 server answers")
 	c, err := env.Client()
 	g.Expect(err).NotTo(HaveOccurred())
 	ns := env.CreateNamespace(t, name)
@@ -249,8 +250,9 @@ func TestBackupSchedule(t *testing.T) {
 	// creating snapshots, and pruning goes on.
 	sched := &v1alpha1.EtcdSnapshotSchedule{}
 	g.Expect(b.c.Get(ctx, types.NamespacedName{Namespace: b.ns, Name: "every-minute"}, sched)).To(Succeed())
+	patch := client.MergeFrom(sched.DeepCopy())
 	sched.Spec.Suspend = true
-	g.Expect(b.c.Update(ctx, sched)).To(Succeed())
+	g.Expect(b.c.Patch(ctx, sched, patch)).To(Succeed())
 
 	t.Log("waiting for retention to settle")
 	var remaining []string

@@ -95,6 +95,8 @@ func (l Layout) s3ImageSpecs(ctx context.Context, p *Progress) ([]ImageSpec, err
 type s3Values struct {
 	Namespace, Image, AccessKeyID, SecretAccessKey string
 	Port                                           int
+	// AvoidNode is where the server does not run when it has a choice.
+	AvoidNode string
 }
 
 // ensureS3 applies the S3 server, waits for it and creates its bucket.
@@ -106,7 +108,7 @@ func (l Layout) ensureS3(ctx context.Context, p *Progress, cfg *rest.Config, cs 
 	p.Printf("applying the S3 server (versitygw %s)", v)
 	objs, err := renderManifest("addons/s3.yaml", s3Values{
 		Namespace: S3Namespace, Image: versityGWRepo + ":" + v, Port: S3Port,
-		AccessKeyID: S3AccessKeyID, SecretAccessKey: S3SecretAccessKey,
+		AccessKeyID: S3AccessKeyID, SecretAccessKey: S3SecretAccessKey, AvoidNode: NodeAt(0).Name,
 	})
 	if err != nil {
 		return err

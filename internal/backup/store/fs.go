@@ -25,10 +25,12 @@ type FS struct {
 
 var _ Store = (*FS)(nil)
 
-// NewFS roots a store at dir, which is created if missing.
+// NewFS roots a store at dir. The directory is created by the first write,
+// not here: a restore mounts the volume read-only, and a missing directory
+// there is a missing snapshot.
 func NewFS(dir string) (*FS, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("failed to create the snapshot directory %s: %w", dir, err)
+	if dir == "" {
+		return nil, fmt.Errorf("%w: no snapshot directory", backup.ErrInvalidArguments)
 	}
 	return &FS{root: dir}, nil
 }
@@ -162,6 +164,10 @@ func (s *FS) Delete(_ context.Context, key string) error {
 func (s *FS) List(_ context.Context, prefix string) ([]ObjectInfo, error) {
 	var out []ObjectInfo
 	err := filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+		if p == s.root && errors.Is(err, fs.ErrNotExist) {
+			// Nothing was ever written here.
+			return filepath.SkipAll
+		}
 		if err != nil {
 			return err
 		}

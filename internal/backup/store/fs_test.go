@@ -140,3 +140,24 @@ func TestFSDeleteAndGetLimits(t *testing.T) {
 		t.Fatal("Reader after Delete succeeded")
 	}
 }
+
+func TestFSOnAMissingDirectoryIsEmpty(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "never", "written")
+	s, err := NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := s.List(ctx, ""); err != nil || len(objs) != 0 {
+		t.Fatalf("List = %v, %v", objs, err)
+	}
+	if _, err := s.Stat(ctx, "x.db"); !errors.Is(err, backup.ErrNotFound) {
+		t.Fatalf("Stat = %v, want ErrNotFound", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("opening the store created its directory")
+	}
+	if err := Put(ctx, s, "a/b.db", []byte("x")); err != nil {
+		t.Fatalf("the first write creates it: %v", err)
+	}
+}

@@ -56,6 +56,8 @@ type scope struct {
 	// phaseErrs are the failures of this pass's phases, each of which ran
 	// regardless of the others.
 	phaseErrs []error
+	// promoteTried: the pass asked etcd to promote a learner already.
+	promoteTried bool
 	// versionRefused is set when the target version breaks etcd's upgrade
 	// rules for the versions the members are on.
 	versionRefused *etcdversion.Refusal

@@ -35,6 +35,20 @@ func (e *Env) CopyS3Credentials(ctx context.Context, ns string) error {
 	return err
 }
 
+// EnsureS3Bucket creates the local cluster's bucket unless it exists, for a
+// suite whose node faults may have wiped the server's volume.
+func (e *Env) EnsureS3Bucket(ctx context.Context) error {
+	svc, err := e.Clientset.CoreV1().Services(localcluster.S3Namespace).Get(ctx, localcluster.S3Service, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("the local cluster has no S3 Service: %w", err)
+	}
+	endpoint := fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, localcluster.S3Port)
+	return WaitFor(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		err := localcluster.CreateBucket(ctx, endpoint, localcluster.S3AccessKeyID, localcluster.S3SecretAccessKey, localcluster.S3Bucket)
+		return err == nil, err
+	})
+}
+
 // S3Destination is the local cluster's bucket under prefix, as a snapshot
 // Pod reaches it.
 func S3Destination(prefix string) v1alpha1.SnapshotDestination {
