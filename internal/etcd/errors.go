@@ -28,6 +28,7 @@ const (
 	OpDefragment         = "Defragment"
 	OpCompact            = "Compact"
 	OpMoveLeader         = "MoveLeader"
+	OpAdvanceLog         = "AdvanceLog"
 )
 
 // CallError says which operation against which endpoint failed, so that

@@ -265,6 +265,13 @@ func (m *Member) Restart() error {
 	return m.start()
 }
 
+// RestartWith starts the stopped member again on its data dir with another
+// etcd binary, as a rolling upgrade or downgrade does.
+func (m *Member) RestartWith(bin string) error {
+	m.bin = bin
+	return m.Restart()
+}
+
 // WaitReady polls until the member serves a linearizable read, which needs a
 // leader and this member caught up with it, or the process exits.
 func (m *Member) WaitReady(timeout time.Duration) error {
