@@ -33,7 +33,7 @@ func upgradedFrom35(t *testing.T, g *WithT) []*etcdproc.Member {
 	for _, m := range members {
 		m.Stop()
 		g.Expect(m.RestartWith(etcdproc.Binary(t, "v3.6.16"))).To(Succeed())
-		g.Expect(m.WaitReady(30 * time.Second)).To(Succeed(), m.LogTail(20))
+		g.Expect(m.WaitReady(30*time.Second)).To(Succeed(), m.LogTail(20))
 	}
 	return members
 }

@@ -469,7 +469,7 @@ func TestAdvanceLog(t *testing.T) {
 	g.Expect(c.AdvanceLog(ctx, 200)).To(Succeed())
 	after, err := c.Status(ctx, m.clientURL)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(after.RaftIndex - before.RaftIndex).To(BeNumerically(">=", 200), "every call is a committed entry")
+	g.Expect(after.RaftIndex-before.RaftIndex).To(BeNumerically(">=", 200), "every call is a committed entry")
 	g.Expect(after.Revision).To(Equal(before.Revision), "and no key changes")
 	leases, err := rawClient(t, m).Leases(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
