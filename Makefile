@@ -272,6 +272,12 @@ bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (
 bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a lost Memory Pod (needs cluster-up NODES=3 and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -selfheal
 
+NODE_LOSS_BOUND ?= 60
+
+.PHONY: bench-nodeloss
+bench-nodeloss: ## Time node stop -> Ready with 3 voters, with selfHeal.nodeLostAfterSeconds NODE_LOSS_BOUND (needs a 3-node cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -nodeloss $(NODE_LOSS_BOUND)
+
 .PHONY: bench-rollout
 bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -rollout

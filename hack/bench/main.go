@@ -29,14 +29,15 @@ func main() {
 	idle := flag.Duration("idle", 5*time.Minute, "how long to watch an idle 3-member cluster for API writes")
 	heal := flag.Bool("selfheal", false, "time self-heal scenarios instead of bootstrap and scaling")
 	roll := flag.Bool("rollout", false, "time rollouts under a writer instead of bootstrap and scaling")
+	lost := flag.Int("nodeloss", 0, "with a node-loss bound in seconds, time the replacement of a member whose node is stopped")
 	flag.Parse()
-	if err := run(*idle, *heal, *roll); err != nil {
+	if err := run(*idle, *heal, *roll, int32(*lost)); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(idle time.Duration, heal, roll bool) error {
+func run(idle time.Duration, heal, roll bool, lost int32) error {
 	ctx := context.Background()
 	env, err := framework.Setup()
 	if err != nil {
@@ -59,6 +60,9 @@ func run(idle time.Duration, heal, roll bool) error {
 	}
 	if roll {
 		return rollouts(ctx, env, c, ns)
+	}
+	if lost > 0 {
+		return nodeLoss(ctx, env, c, ns, lost)
 	}
 
 	one, err := timeToReady(ctx, c, ns, "one", 1)
