@@ -74,6 +74,6 @@ func nodeLoss(ctx context.Context, env *framework.Env, c client.Client, ns strin
 	}
 	ready := time.Since(began)
 	fmt.Printf("node loss (bound %ds): %s NotReady after %.1f s, member %s removed after %.1f s, Ready with 3 voters after %.1f s (%.1f s past the bound, counted from NotReady)\n",
-		bound, node, notReady.Seconds(), victim, replaced.Seconds(), ready.Seconds(), (ready - notReady).Seconds()-float64(bound))
+		bound, node, notReady.Seconds(), victim, replaced.Seconds(), ready.Seconds(), (ready-notReady).Seconds()-float64(bound))
 	return nil
 }
