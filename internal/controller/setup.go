@@ -19,6 +19,9 @@ type Options struct {
 	ClusterDomain string
 	// Dialer reaches etcd; nil means the real client.
 	Dialer etcd.Dialer
+	// MaxConcurrentReconciles is how many clusters, and how many members,
+	// are reconciled at once; 0 means 1.
+	MaxConcurrentReconciles int
 }
 
 // Setup registers the EtcdCluster and EtcdMember controllers.
@@ -33,6 +36,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Recorder:      mgr.GetEventRecorder("etcdcluster-controller"),
 		Dialer:        dialer,
 		ClusterDomain: opts.ClusterDomain,
+		Workers:       opts.MaxConcurrentReconciles,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdCluster controller: %w", err)
 	}
@@ -42,6 +46,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Dialer:          dialer,
 		ClusterDomain:   opts.ClusterDomain,
 		ImageRepository: opts.EtcdImageRepository,
+		Workers:         opts.MaxConcurrentReconciles,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdMember controller: %w", err)
 	}

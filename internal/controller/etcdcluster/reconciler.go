@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -42,6 +43,8 @@ type Reconciler struct {
 	ClusterDomain string
 	// Now is the clock; tests set it.
 	Now func() time.Time
+	// Workers is how many clusters are reconciled at once.
+	Workers int
 
 	// memos keeps per-cluster timers between passes; see memo.
 	memos memos
@@ -179,6 +182,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeToClusters),
 			builder.WithPredicates(nodeAvailabilityChanged())).
 		Named("etcdcluster").
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
 }
 
