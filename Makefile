@@ -278,6 +278,13 @@ NODE_LOSS_BOUND ?= 60
 bench-nodeloss: ## Time node stop -> Ready with 3 voters, with selfHeal.nodeLostAfterSeconds NODE_LOSS_BOUND (needs a 3-node cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -nodeloss $(NODE_LOSS_BOUND)
 
+SCALE_ONES ?= 100
+SCALE_THREES ?= 20
+
+.PHONY: bench-scale
+bench-scale: ## Create SCALE_ONES one-member and SCALE_THREES three-member clusters; report time to Ready, the operator's memory and CPU, edit latency and idle API writes (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -scale-ones $(SCALE_ONES) -scale-threes $(SCALE_THREES) -idle 2m
+
 .PHONY: bench-rollout
 bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -rollout
