@@ -97,8 +97,9 @@ check-large-files: ## Fail if a tracked file is over MAX_FILE_BYTES (1 MiB).
 	echo "no tracked file is over $(MAX_FILE_BYTES) bytes"
 
 .PHONY: test-unit
-test-unit: ## Unit tests (no cluster).
+test-unit: ## Unit tests (no cluster), with the race detector; then the state-space test, which is too slow under it and is built without it.
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run TestStateSpace ./internal/controller/etcdcluster/
 
 # Packages with tests that run real etcd processes on loopback; their logs and
 # any linearizability visualization are kept under INTEGRATION_ARTIFACTS.
