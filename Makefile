@@ -97,8 +97,9 @@ check-large-files: ## Fail if a tracked file is over MAX_FILE_BYTES (1 MiB).
 	echo "no tracked file is over $(MAX_FILE_BYTES) bytes"
 
 .PHONY: test-unit
-test-unit: ## Unit tests (no cluster).
+test-unit: ## Unit tests (no cluster), with the race detector; then the state-space test, which is too slow under it and is built without it.
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run TestStateSpace ./internal/controller/etcdcluster/
 
 # Packages with tests that run real etcd processes on loopback; their logs and
 # any linearizability visualization are kept under INTEGRATION_ARTIFACTS.
@@ -271,6 +272,19 @@ bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (
 .PHONY: bench-selfheal
 bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a lost Memory Pod (needs cluster-up NODES=3 and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -selfheal
+
+NODE_LOSS_BOUND ?= 60
+
+.PHONY: bench-nodeloss
+bench-nodeloss: ## Time node stop -> Ready with 3 voters, with selfHeal.nodeLostAfterSeconds NODE_LOSS_BOUND (needs a 3-node cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -nodeloss $(NODE_LOSS_BOUND)
+
+SCALE_ONES ?= 100
+SCALE_THREES ?= 20
+
+.PHONY: bench-scale
+bench-scale: ## Create SCALE_ONES one-member and SCALE_THREES three-member clusters; report time to Ready, the operator's memory and CPU, edit latency and idle API writes (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -scale-ones $(SCALE_ONES) -scale-threes $(SCALE_THREES) -idle 2m
 
 .PHONY: bench-backup
 bench-backup: ## Snapshot throughput to S3 vs etcdctl snapshot save, and restore time to a Ready 3-member cluster, for about 1 GiB (needs cluster-up, image and deploy).

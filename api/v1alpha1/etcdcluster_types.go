@@ -239,6 +239,14 @@ type EtcdClusterStatus struct {
 	// +optional
 	CurrentVersion string `json:"currentVersion,omitempty"`
 
+	// MinorSince records when every member came to run the current minor
+	// release: the release and the leader's raft index at that moment. etcd
+	// 3.7 cannot replay log entries written before its cluster ran 3.6, so
+	// an upgrade to the next minor waits until every member has taken a raft
+	// snapshot since then.
+	// +optional
+	MinorSince *MinorMark `json:"minorSince,omitempty"`
+
 	// BrokenMembers counts members self-heal has judged beyond restarting:
 	// lost or corrupt data, a diverged view, a lost Memory Pod, a crash loop.
 	// +optional
@@ -292,6 +300,14 @@ type QuorumLoss struct {
 	// +optional
 	// +listType=atomic
 	Survivors []SurvivorReport `json:"survivors,omitempty"`
+}
+
+// MinorMark is a point in a cluster's raft log.
+type MinorMark struct {
+	// Minor is an etcd minor release, such as 3.6.
+	Minor string `json:"minor"`
+	// RaftIndex is the leader's raft index when every member ran it.
+	RaftIndex int64 `json:"raftIndex"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator.

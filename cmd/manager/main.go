@@ -30,9 +30,10 @@ import (
 // registerControllers adds the operator's controllers to the manager.
 func registerControllers(mgr manager.Manager, o setup.ControllerOptions) error {
 	return controller.Setup(mgr, controller.Options{
-		EtcdImageRepository: o.EtcdImageRepository,
-		ClusterDomain:       o.ClusterDomain,
-		OperatorImage:       o.OperatorImage,
+		EtcdImageRepository:     o.EtcdImageRepository,
+		ClusterDomain:           o.ClusterDomain,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		OperatorImage:           o.OperatorImage,
 	})
 }
 
@@ -44,6 +45,7 @@ type config struct {
 	clusterDomain       string
 	watchNamespaces     string
 	operatorImage       string
+	workers             int
 	zap                 zap.Options
 }
 
@@ -63,6 +65,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 			setup.DefaultClusterDomain+" (env "+setup.EnvClusterDomain+").")
 	fs.StringVar(&c.operatorImage, "operator-image", setup.EnvOr(setup.EnvOperatorImage, ""),
 		"The operator's own image, for helper jobs (env "+setup.EnvOperatorImage+").")
+	fs.IntVar(&c.workers, "max-concurrent-reconciles", 4,
+		"How many EtcdClusters, and how many EtcdMembers, are reconciled at once.")
 	fs.StringVar(&c.watchNamespaces, "watch-namespaces", setup.EnvOr(setup.EnvWatchNamespaces, ""),
 		"Comma separated namespaces to watch; empty watches all (env "+setup.EnvWatchNamespaces+").")
 	c.zap.BindFlags(fs)
@@ -93,9 +97,10 @@ func run(c config) error {
 	log := ctrl.Log.WithName("setup")
 
 	opts := setup.ControllerOptions{
-		EtcdImageRepository: c.etcdImageRepository,
-		ClusterDomain:       setup.ResolveClusterDomain(c.clusterDomain, setup.ResolvConfPath),
-		OperatorImage:       c.operatorImage,
+		EtcdImageRepository:     c.etcdImageRepository,
+		ClusterDomain:           setup.ResolveClusterDomain(c.clusterDomain, setup.ResolvConfPath),
+		OperatorImage:           c.operatorImage,
+		MaxConcurrentReconciles: c.workers,
 	}
 	if err := opts.Validate(); err != nil {
 		return err

@@ -25,6 +25,9 @@ type Options struct {
 	OperatorImage string
 	// Dialer reaches etcd; nil means the real client.
 	Dialer etcd.Dialer
+	// MaxConcurrentReconciles is how many clusters, and how many members,
+	// are reconciled at once; 0 means 1.
+	MaxConcurrentReconciles int
 }
 
 // Setup registers the EtcdCluster, EtcdMember, EtcdSnapshot,
@@ -40,6 +43,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Recorder:      mgr.GetEventRecorder("etcdcluster-controller"),
 		Dialer:        dialer,
 		ClusterDomain: opts.ClusterDomain,
+		Workers:       opts.MaxConcurrentReconciles,
 		OperatorImage: opts.OperatorImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdCluster controller: %w", err)
@@ -50,6 +54,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Dialer:          dialer,
 		ClusterDomain:   opts.ClusterDomain,
 		ImageRepository: opts.EtcdImageRepository,
+		Workers:         opts.MaxConcurrentReconciles,
 		OperatorImage:   opts.OperatorImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdMember controller: %w", err)

@@ -28,6 +28,7 @@ const (
 	OpDefragment         = "Defragment"
 	OpCompact            = "Compact"
 	OpMoveLeader         = "MoveLeader"
+	OpAdvanceLog         = "AdvanceLog"
 	OpSnapshot           = "Snapshot"
 )
 

@@ -131,6 +131,10 @@ type Client interface {
 	// a longer timeout of its own.
 	Defragment(ctx context.Context, endpoint string) error
 	Compact(ctx context.Context, revision int64) error
+	// AdvanceLog commits about n raft entries that change nothing anyone
+	// can see, so that every member takes a raft snapshot sooner (see
+	// docs/design/0007).
+	AdvanceLog(ctx context.Context, n int) error
 	// MoveLeader finds the current leader among the client's endpoints and
 	// asks it to hand over; it is a no-op when the transferee already leads.
 	MoveLeader(ctx context.Context, transfereeID uint64) error

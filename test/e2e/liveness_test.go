@@ -170,7 +170,12 @@ func TestStuckScaleUpThenAFault(t *testing.T) {
 	})).To(Succeed(), "the stuck scale-up is reported as stalled")
 
 	victim := h.pick(ctx, false)
-	h.recover3(ctx, victim, "DataDirLost", func() error { return env.WipeDataDir(ctx, h.ns, victim.Name) })
+	h.recover3(ctx, victim, "DataDirLost", func() error {
+		if err := env.WipeDataDir(ctx, h.ns, victim.Name); err != nil {
+			return err
+		}
+		return env.RestartEtcd(ctx, h.ns, victim.Name)
+	})
 
 	t.Log("backing the edit out")
 	h.g.Expect(h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl)).To(Succeed())

@@ -273,12 +273,19 @@ func (m *Member) Restart() error {
 	return m.start()
 }
 
-// RestartWith starts the member again on its data dir, with each flag that
+// RestartWith starts the stopped member again on its data dir with another
+// etcd binary, as a rolling upgrade or downgrade does.
+func (m *Member) RestartWith(bin string) error {
+	m.bin = bin
+	return m.Restart()
+}
+
+// RestartWithEnv starts the member again on its data dir, with each flag that
 // env names (ETCD_INITIAL_CLUSTER for --initial-cluster, and so on) taken
 // off its command line and given as that variable instead, as a member Pod
 // gets its startup values from its ConfigMap. Variables of earlier restarts
 // are dropped.
-func (m *Member) RestartWith(env map[string]string) error {
+func (m *Member) RestartWithEnv(env map[string]string) error {
 	select {
 	case <-m.exited:
 	default:

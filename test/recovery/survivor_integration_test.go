@@ -66,7 +66,7 @@ func recoverFromSurvivor(t *testing.T, version string) {
 		g.Expect(m.WipeDataDir()).To(Succeed())
 	}
 	t.Log("a wiped member started as the operator starts a booted one fails the way self-heal recognises")
-	g.Expect(members[1].RestartWith(startupValues(members[1], ids, false))).To(Succeed())
+	g.Expect(members[1].RestartWithEnv(startupValues(members[1], ids, false))).To(Succeed())
 	g.Expect(members[1].WaitExited(time.Minute)).To(Succeed())
 	reason, line, ok := remediation.ClassifyTermination(members[1].LogTail(20))
 	g.Expect(ok).To(BeTrue(), "unclassified:\n%s", members[1].LogTail(20))
@@ -93,7 +93,7 @@ func recoverFromSurvivor(t *testing.T, version string) {
 
 	t.Log("the survivor restarts on its data with the startup values and --force-new-cluster")
 	members[0].Stop()
-	g.Expect(members[0].RestartWith(startupValues(members[0], ids, true))).To(Succeed())
+	g.Expect(members[0].RestartWithEnv(startupValues(members[0], ids, true))).To(Succeed())
 	g.Expect(members[0].WaitReady(time.Minute)).To(Succeed(), members[0].LogTail(30))
 	alone, err := linearizableList(ctx, dialer, members[0])
 	g.Expect(err).NotTo(HaveOccurred())
@@ -106,7 +106,7 @@ func recoverFromSurvivor(t *testing.T, version string) {
 
 	t.Log("the flag is cleared, and a restart without it is an ordinary one")
 	members[0].Stop()
-	g.Expect(members[0].RestartWith(startupValues(members[0], ids, false))).To(Succeed())
+	g.Expect(members[0].RestartWithEnv(startupValues(members[0], ids, false))).To(Succeed())
 	g.Expect(members[0].WaitReady(time.Minute)).To(Succeed(), members[0].LogTail(30))
 	alone, err = linearizableList(ctx, dialer, members[0])
 	g.Expect(err).NotTo(HaveOccurred())

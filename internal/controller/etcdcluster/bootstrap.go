@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 )
 
 // reconcileBootstrap forms the cluster from a single seed. The seed is found
@@ -69,6 +70,9 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
 	s.cluster.Status.ClusterID = etcd.FormatMemberID(list.ClusterID)
+	if v, err := etcdversion.Parse(seed.Spec.Version); err == nil {
+		s.cluster.Status.MinorSince = &v1alpha1.MinorMark{Minor: v.MinorString()}
+	}
 	log.Info("Cluster formed", "clusterID", s.cluster.Status.ClusterID, "seed", seed.Name)
 	r.restoreFormed(ctx, s)
 	r.event(s.cluster, corev1.EventTypeNormal, "ClusterFormed", "Bootstrap",

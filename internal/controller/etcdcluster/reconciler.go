@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -43,6 +44,8 @@ type Reconciler struct {
 	ClusterDomain string
 	// Now is the clock; tests set it.
 	Now func() time.Time
+	// Workers is how many clusters are reconciled at once.
+	Workers int
 	// OperatorImage runs the check of a restore's source and the seed's
 	// download of the snapshot.
 	OperatorImage string
@@ -188,6 +191,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(nodeAvailabilityChanged())).
 		Watches(&v1alpha1.EtcdRecovery{}, handler.EnqueueRequestsFromMapFunc(recoveryToCluster)).
 		Named("etcdcluster").
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
 }
 

@@ -25,6 +25,7 @@ func updateStatus(s *scope) {
 	c.Status.Members, c.Status.ReadyMembers = memberSummaries(s)
 	c.Status.BrokenMembers = int32(len(s.broken))
 	c.Status.UpdatedMembers, c.Status.CurrentVersion = rolloutSummary(s)
+	setMinorSince(s)
 	setVersionsAligned(s)
 	setQuorumLost(s)
 	setAvailable(s)
@@ -81,6 +82,29 @@ func rolloutSummary(s *scope) (int32, string) {
 		return updated, ""
 	}
 	return updated, lowest.String()
+}
+
+// setMinorSince records the raft index at which every member was first seen
+// running one minor release (see entriesBeforeUpgrade). It reads the
+// versions the members report, not their templates: a member whose template
+// changed may not have restarted yet.
+func setMinorSince(s *scope) {
+	if !s.etcd.usable() || len(s.members) == 0 {
+		return
+	}
+	minor := ""
+	for _, m := range s.etcd.list.Members {
+		h := s.etcd.health[m.ID]
+		v, err := etcdversion.Parse(h.status.Version)
+		if h.err != nil || err != nil || (minor != "" && minor != v.MinorString()) {
+			return
+		}
+		minor = v.MinorString()
+	}
+	if since := s.cluster.Status.MinorSince; minor == "" || (since != nil && since.Minor == minor) {
+		return
+	}
+	s.cluster.Status.MinorSince = &v1alpha1.MinorMark{Minor: minor, RaftIndex: int64(s.etcd.health[s.etcd.leaderID()].status.RaftIndex)}
 }
 
 func setCondition(s *scope, condType string, status metav1.ConditionStatus, reason, message string) {

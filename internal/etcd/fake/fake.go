@@ -18,7 +18,8 @@ import (
 // expectations can spell it out.
 const DefaultClusterID uint64 = 0xfa4ec1a5fa4ec1a5
 
-// Version is what the fake reports as the server version in Status.
+// Version is what the fake reports as the server version in Status unless
+// SetVersion says otherwise.
 const Version = "3.7.3"
 
 // ErrUnreachable is what calls to a down endpoint return. It has the shape of
@@ -52,7 +53,7 @@ var knownOps = map[string]bool{
 	etcd.OpMemberPromote: true, etcd.OpMemberRemove: true, etcd.OpStatus: true,
 	etcd.OpMemberListAt: true, etcd.OpHealth: true, etcd.OpAlarmList: true,
 	etcd.OpAlarmDisarm: true, etcd.OpDefragment: true, etcd.OpCompact: true,
-	etcd.OpMoveLeader: true, etcd.OpSnapshot: true,
+	etcd.OpMoveLeader: true, etcd.OpAdvanceLog: true, etcd.OpSnapshot: true,
 }
 
 // Fake is the cluster model. The exported fields record what the code under
@@ -65,6 +66,7 @@ type Fake struct {
 	leaderID    uint64
 	raftTerm    uint64
 	maxLearners int
+	version     string
 	notReady    map[uint64]bool
 	endpointErr map[string]error
 	statuses    map[string]etcd.EndpointStatus
@@ -104,6 +106,7 @@ func New() *Fake {
 		clusterID:   DefaultClusterID,
 		raftTerm:    1,
 		maxLearners: 1,
+		version:     Version,
 		revision:    1,
 		notReady:    map[uint64]bool{},
 		endpointErr: map[string]error{},
@@ -191,6 +194,13 @@ func (f *Fake) ForceNewCluster(id uint64) {
 }
 
 // SetMaxLearners mirrors etcd's --max-learners.
+// SetVersion makes every member report v as its server version.
+func (f *Fake) SetVersion(v string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.version = v
+}
+
 func (f *Fake) SetMaxLearners(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
