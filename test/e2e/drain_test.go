@@ -31,6 +31,7 @@ import (
 // uncordon the member comes back on its node, where its volume is, under its
 // member ID and with the data.
 func TestDrainWithinBudget(t *testing.T) {
+	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	nodes := env.Nodes(t, e2eNodes)

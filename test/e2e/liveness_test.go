@@ -90,6 +90,7 @@ func (h *healHarness) expectNoTraceOf(ctx context.Context, victim v1alpha1.EtcdM
 // each is replaced on a surviving node, every member serves the sentinel
 // written before, and when the node comes back its old Pods do not rejoin.
 func TestNodeLoss(t *testing.T) {
+	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	env.Nodes(t, e2eNodes)
@@ -221,6 +222,7 @@ func (h *healHarness) recover3(ctx context.Context, victim v1alpha1.EtcdMember, 
 // broken; replicas: 3 removes it among the two, and the cluster is Ready
 // with three healthy voters.
 func TestDegradedEditShedsTheBrokenMember(t *testing.T) {
+	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	nodes := env.Nodes(t, e2eNodes)
@@ -273,6 +275,7 @@ func TestDegradedEditShedsTheBrokenMember(t *testing.T) {
 // runs: the cluster stays Available throughout, and its members end spread
 // over the nodes again.
 func TestDrainEachNodeUnderAWriter(t *testing.T) {
+	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	nodes := env.Nodes(t, e2eNodes)

@@ -265,6 +265,7 @@ func TestMembersSpreadOverNodesAndZones(t *testing.T) {
 // a stopped one a blank disk. The node is node0, whose bridge carries the
 // API server's address.
 func TestNodeStopStartWipe(t *testing.T) {
+	framework.Serial(t)
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()

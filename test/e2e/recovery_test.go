@@ -57,15 +57,18 @@ func (h *healHarness) expectKeysEverywhere(ctx context.Context, prefix string, n
 
 // loseDataDirs wipes the named members' data dirs with the operator
 // stopped, so that self-heal cannot act on the first before the others
-// break, and restarts their etcd on the empty dirs. The operator is
-// started again before it returns.
+// break, and restarts their etcd on the empty dirs. The operator is started
+// again, with as many replicas as it had, before it returns; whatever
+// fails, the deferred scale-up leaves it running for the tests after.
 func (h *healHarness) loseDataDirs(ctx context.Context, before func(), victims ...v1alpha1.EtcdMember) {
 	h.t.Helper()
-	h.g.Expect(env.ScaleOperator(ctx, 0)).To(Succeed())
+	replicas, err := env.OperatorReplicas(ctx)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(env.ScaleOperator(ctx, h.t, 0)).To(Succeed())
 	started := false
 	defer func() {
 		if !started {
-			h.g.Expect(env.ScaleOperator(context.Background(), 1)).To(Succeed())
+			h.g.Expect(env.ScaleOperator(context.Background(), h.t, replicas)).To(Succeed())
 		}
 	}()
 	if before != nil {
@@ -75,7 +78,7 @@ func (h *healHarness) loseDataDirs(ctx context.Context, before func(), victims .
 		h.g.Expect(env.WipeDataDir(ctx, h.ns, m.Name)).To(Succeed())
 		h.g.Expect(env.RestartEtcd(ctx, h.ns, m.Name)).To(Succeed())
 	}
-	h.g.Expect(env.ScaleOperator(ctx, 1)).To(Succeed())
+	h.g.Expect(env.ScaleOperator(ctx, h.t, replicas)).To(Succeed())
 	started = true
 }
 
@@ -179,6 +182,7 @@ func buildPlugin(ctx context.Context, t *testing.T) string {
 // recover --from-survivor brings the cluster back to 3 members with every
 // key the survivor had, under the same cluster ID.
 func TestRecoverFromASurvivor(t *testing.T) {
+	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	h := newHealCluster(ctx, t, "dr-survivor", nil)
@@ -259,6 +263,7 @@ func runPlugin(ctx context.Context, t *testing.T, dir string, args ...string) (s
 // the revision is bumped past anything a client saw, old watches are told
 // they were compacted, and the cluster has a new cluster ID.
 func TestRecoverFromASnapshot(t *testing.T) {
+	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	h := newHealCluster(ctx, t, "dr-snapshot", nil)
@@ -267,6 +272,9 @@ func TestRecoverFromASnapshot(t *testing.T) {
 			env.DumpNamespace(t, h.ns)
 		}
 	}()
+	// The serial tests before this one stop and wipe nodes, the S3
+	// server's among them.
+	h.g.Expect(env.EnsureS3Bucket(ctx)).To(Succeed(), "the local cluster's S3 server answers")
 	h.g.Expect(env.CopyS3Credentials(ctx, h.ns)).To(Succeed())
 	h.putKeys(ctx, "dr", recoveryKeys)
 	old := h.cluster(ctx)
@@ -340,11 +348,17 @@ func TestRecoverFromASnapshot(t *testing.T) {
 // the operator brings the lagging survivor's Pod back on its old data.
 // Recovering without naming a survivor then takes the one ahead.
 func TestRecoveryRefusals(t *testing.T) {
+	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 
 	t.Run("a quorum answers", func(t *testing.T) {
 		h := newHealCluster(ctx, t, "dr-quorum", nil)
+		defer func() {
+			if t.Failed() {
+				env.DumpNamespace(t, h.ns)
+			}
+		}()
 		before := names(h.members(ctx))
 		er := h.askRecovery(ctx, "needless", v1alpha1.EtcdRecoverySpec{
 			Source: v1alpha1.RecoverySource{Survivor: &v1alpha1.SurvivorSource{}}, Force: true})

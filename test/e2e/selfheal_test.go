@@ -193,6 +193,7 @@ func startProbe(ctx context.Context, endpoint string) <-chan string {
 // member whose Pod is re-created, corrupt data, a Pod merely deleted, and two
 // members breaking at once.
 func TestSelfHealPersistentMembers(t *testing.T) {
+	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	h := newHealCluster(ctx, t, "heal", nil)
@@ -259,13 +260,13 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 	// again afterwards: an operator restart in the middle of an outage.
 	replicas, err := env.OperatorReplicas(ctx)
 	h.g.Expect(err).NotTo(HaveOccurred())
-	h.g.Expect(env.ScaleOperator(ctx, 0)).To(Succeed())
-	defer func() { h.g.Expect(env.ScaleOperator(context.Background(), replicas)).To(Succeed()) }()
+	h.g.Expect(env.ScaleOperator(ctx, t, 0)).To(Succeed())
+	defer func() { h.g.Expect(env.ScaleOperator(context.Background(), t, replicas)).To(Succeed()) }()
 	for _, m := range []v1alpha1.EtcdMember{first, second} {
 		h.g.Expect(env.WipeDataDir(ctx, h.ns, m.Name)).To(Succeed())
 		h.g.Expect(env.RestartEtcd(ctx, h.ns, m.Name)).To(Succeed())
 	}
-	h.g.Expect(env.ScaleOperator(ctx, replicas)).To(Succeed())
+	h.g.Expect(env.ScaleOperator(ctx, t, replicas)).To(Succeed())
 	h.g.Expect(framework.WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
 		cl := &v1alpha1.EtcdCluster{}
 		if err := h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl); err != nil {

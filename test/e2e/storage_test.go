@@ -180,6 +180,7 @@ func TestEtcdVersions(t *testing.T) {
 // Pod names the default registry. The local images are tagged under the
 // mirror's name too, so nothing is pulled from anywhere.
 func TestPrivateImageRepository(t *testing.T) {
+	framework.Serial(t)
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -190,9 +191,9 @@ func TestPrivateImageRepository(t *testing.T) {
 	_, err = env.Layout.ImportImage(ctx, localcluster.EtcdImageSpec(mirror+":"+version, bins.Etcd[version]))
 	g.Expect(err).NotTo(HaveOccurred())
 
-	g.Expect(env.SetOperatorEnv(ctx, "ETCD_IMAGE_REPOSITORY", mirror)).To(Succeed())
+	g.Expect(env.SetOperatorEnv(ctx, t, "ETCD_IMAGE_REPOSITORY", mirror)).To(Succeed())
 	defer func() {
-		g.Expect(env.SetOperatorEnv(context.Background(), "ETCD_IMAGE_REPOSITORY", env.Versions.EtcdImageRepository)).To(Succeed())
+		g.Expect(env.SetOperatorEnv(context.Background(), t, "ETCD_IMAGE_REPOSITORY", env.Versions.EtcdImageRepository)).To(Succeed())
 	}()
 
 	c, err := env.Client()

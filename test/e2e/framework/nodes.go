@@ -73,9 +73,11 @@ func (e *Env) WaitForNodeReady(ctx context.Context, name string, ready bool, tim
 }
 
 // StopNode stops a node (a hard loss, see localcluster.Layout.StopNode) and
-// makes sure the test starts it again when it ends, whatever happens.
+// makes sure the test starts it again when it ends, whatever happens. Only a
+// Serial test may: every other test has members on that node.
 func (e *Env) StopNode(ctx context.Context, t testing.TB, name string) error {
 	t.Helper()
+	Serial(t)
 	e.StartNodeAtCleanup(t, name)
 	return e.Layout.StopNode(ctx, name)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -185,8 +186,11 @@ func (e *Env) ClientServiceEndpoint(ctx context.Context, ns, cluster string) (st
 }
 
 // ScaleOperator sets the operator Deployment's replicas and waits until
-// that many operator Pods are ready (or none remain).
-func (e *Env) ScaleOperator(ctx context.Context, replicas int) error {
+// that many operator Pods are ready (or none remain). Only a Serial test may:
+// without the operator every other test stalls.
+func (e *Env) ScaleOperator(ctx context.Context, t testing.TB, replicas int) error {
+	t.Helper()
+	Serial(t)
 	r := e.Kubectl(ctx, "scale", "deployment", "-n", OperatorNamespace(), "-l", OperatorSelector, fmt.Sprintf("--replicas=%d", replicas))
 	if r.Err != nil {
 		return r.Err
@@ -210,8 +214,11 @@ func (e *Env) ScaleOperator(ctx context.Context, replicas int) error {
 }
 
 // SetOperatorEnv sets one environment variable of the operator Deployment,
-// the way its chart passes settings, and waits for the rollout.
-func (e *Env) SetOperatorEnv(ctx context.Context, name, value string) error {
+// the way its chart passes settings, and waits for the rollout. Only a
+// Serial test may: the setting and the restart reach every other test.
+func (e *Env) SetOperatorEnv(ctx context.Context, t testing.TB, name, value string) error {
+	t.Helper()
+	Serial(t)
 	deps, err := e.Clientset.AppsV1().Deployments(OperatorNamespace()).List(ctx, metav1.ListOptions{LabelSelector: OperatorSelector})
 	if err != nil {
 		return err
