@@ -46,6 +46,12 @@ type EtcdClusterSpec struct {
 	// +optional
 	Rollout RolloutSpec `json:"rollout,omitempty"`
 
+	// Maintenance is the care the operator gives the cluster by itself:
+	// defragmentation, and recovery from a NOSPACE alarm.
+	// +kubebuilder:default={}
+	// +optional
+	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
+
 	MemberTemplate `json:",inline"`
 }
 
@@ -137,7 +143,8 @@ type EtcdClusterStatus struct {
 	// desired member is a ready voter and nothing is in flight), Progressing
 	// (working towards the adopted target), MembersHealthy (no member is
 	// broken beyond restarting), VersionsAligned (every member runs the same
-	// etcd), and the kstatus pair Reconciling and Stalled. The reasons of
+	// etcd), Maintenance (defragmentation or NOSPACE recovery is due, under
+	// way, or stuck), and the kstatus pair Reconciling and Stalled. The reasons of
 	// each are listed in api/v1alpha1/etcdcluster_conditions.go.
 	// +optional
 	// +listType=map
@@ -192,6 +199,11 @@ type EtcdClusterStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Members []MemberSummary `json:"members,omitempty"`
+
+	// Maintenance records the defragmentations and NOSPACE recoveries the
+	// operator did; the Maintenance condition says what it is doing now.
+	// +optional
+	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator.
