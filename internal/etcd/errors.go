@@ -182,6 +182,12 @@ func IsCompacted(err error) bool {
 	return isEtcdErr(err, rpctypes.ErrCompacted)
 }
 
+// IsNoSpace: etcd refused a write because the backend quota is exhausted and
+// a NOSPACE alarm is active; reads and deletes still work.
+func IsNoSpace(err error) bool {
+	return isEtcdErr(err, rpctypes.ErrNoSpace)
+}
+
 // IsAuthRequired: auth is enabled and the request carried no usable identity,
 // so the operator must be configured with credentials.
 func IsAuthRequired(err error) bool {

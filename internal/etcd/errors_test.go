@@ -30,6 +30,7 @@ var classifiers = []struct {
 	{"MemberNotLearner", etcd.IsMemberNotLearner},
 	{"NotSupportedForLearner", etcd.IsNotSupportedForLearner},
 	{"Compacted", etcd.IsCompacted},
+	{"NoSpace", etcd.IsNoSpace},
 	{"AuthRequired", etcd.IsAuthRequired},
 	{"AuthFailed", etcd.IsAuthFailed},
 }
@@ -60,7 +61,9 @@ func TestClassifiers(t *testing.T) {
 		// would be classifying by message after all.
 		{"look-alike text", errors.New(rpctypes.ErrMemberNotFound.Error()), []string{}},
 		{"caller cancelled", context.Canceled, []string{}},
-		{"no space is not unavailable", rpctypes.ErrNoSpace, []string{}},
+		{"no space is not unavailable", rpctypes.ErrNoSpace, []string{"NoSpace"}},
+		{"no space as gRPC status", rpctypes.ErrGRPCNoSpace, []string{"NoSpace"}},
+		{"no space in CallError", &etcd.CallError{Op: "Put", Err: rpctypes.ErrGRPCNoSpace}, []string{"NoSpace"}},
 
 		{"member not found", rpctypes.ErrMemberNotFound, []string{"MemberNotFound"}},
 		{"member not found as gRPC status", rpctypes.ErrGRPCMemberNotFound, []string{"MemberNotFound"}},

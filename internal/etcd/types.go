@@ -73,9 +73,13 @@ type EndpointStatus struct {
 	RaftAppliedIndex uint64
 	DBSize           int64
 	DBSizeInUse      int64
-	Version          string
-	IsLearner        bool
-	Errors           []string
+	// DBSizeQuota is the member's backend quota as it runs, etcd's default
+	// when it was started with none; 0 from releases that do not report it
+	// (3.5).
+	DBSizeQuota int64
+	Version     string
+	IsLearner   bool
+	Errors      []string
 	// Revision is the store revision the member had applied when it answered.
 	Revision int64
 }
@@ -129,6 +133,10 @@ type Client interface {
 	// Defragment blocks the member while it rewrites its database, so it has
 	// a longer timeout of its own.
 	Defragment(ctx context.Context, endpoint string) error
+	// Compact compacts the key space up to revision and returns once the
+	// old revisions are freed (a physical compaction), so that the space
+	// shows as free in each member's Status; it has the defragmentation's
+	// timeout.
 	Compact(ctx context.Context, revision int64) error
 	// MoveLeader finds the current leader among the client's endpoints and
 	// asks it to hand over; it is a no-op when the transferee already leads.
