@@ -278,9 +278,11 @@ func TestAlarms(t *testing.T) {
 	g.Expect(alarms).To(BeEmpty())
 }
 
-// TestCompactAndDefragment checks what maintenance relies on: Compact
-// returns once the old revisions are freed, so the free space already shows
-// in Status, and Defragment gives it back to the file system.
+// TestCompactAndDefragment checks what maintenance relies on: the quota
+// as the member reports it, and a compaction followed by a defragmentation
+// giving the space of the history back to the file system. What Status
+// calls in use right after a compaction is not relied on: bbolt frees the
+// pages of the last batch only with the next write.
 func TestCompactAndDefragment(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
@@ -296,21 +298,21 @@ func TestCompactAndDefragment(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		rev = resp.Header.Revision
 	}
-	before, err := c.Status(ctx, m.clientURL)
-	g.Expect(err).NotTo(HaveOccurred())
+	// The backend commits every 100 ms; Status reports the last commit.
+	var before etcd.EndpointStatus
+	g.Eventually(func() (int64, error) {
+		var err error
+		before, err = c.Status(ctx, m.clientURL)
+		return before.DBSize, err
+	}).WithTimeout(10 * time.Second).Should(BeNumerically(">", 12<<20))
 	g.Expect(before.DBSizeQuota).To(Equal(int64(2<<30)), "etcd's default quota when none is set")
-	g.Expect(before.DBSizeInUse).To(BeNumerically(">", 8<<20))
 
 	g.Expect(c.Compact(ctx, rev)).To(Succeed())
-	compacted, err := c.Status(ctx, m.clientURL)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(compacted.DBSizeInUse).To(BeNumerically("<", before.DBSizeInUse/2), "freed at once: %d of %d in use", compacted.DBSizeInUse, before.DBSizeInUse)
-	g.Expect(compacted.DBSize).To(BeNumerically(">=", before.DBSize), "the file keeps its size until it is defragmented")
-
 	g.Expect(c.Defragment(ctx, m.clientURL)).To(Succeed())
 	after, err := c.Status(ctx, m.clientURL)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(after.DBSize).To(BeNumerically("<", compacted.DBSize/2), "the file shrinks: %d from %d", after.DBSize, compacted.DBSize)
+	g.Expect(after.DBSize).To(BeNumerically("<", before.DBSize/2), "the file shrinks: %d from %d", after.DBSize, before.DBSize)
+	g.Expect(after.DBSizeInUse).To(BeNumerically("<=", after.DBSize))
 }
 
 func TestAuth(t *testing.T) {

@@ -91,6 +91,29 @@ type EndpointStatus struct {
 // has none.
 func (s EndpointStatus) Healthy() bool { return len(s.Errors) == 0 && s.LeaderID != 0 }
 
+// HealthyDespiteNoSpace is Healthy, except that an active NOSPACE alarm does
+// not count against the member: it still follows the leader, replicates and
+// serves reads and deletes. alarms are the cluster's active alarms
+// (AlarmList). etcd lists every alarm of the cluster among each member's
+// Status errors, and "no leader" when it follows none; so a member that
+// follows a leader and reports exactly as many errors as there are alarms,
+// all of them NOSPACE, is healthy but for the alarm. Errors are counted, not
+// read: their text is not a stable interface.
+func (s EndpointStatus) HealthyDespiteNoSpace(alarms []Alarm) bool {
+	if s.Healthy() {
+		return true
+	}
+	if s.LeaderID == 0 || len(alarms) == 0 || len(s.Errors) != len(alarms) {
+		return false
+	}
+	for _, a := range alarms {
+		if a.Type != AlarmNoSpace {
+			return false
+		}
+	}
+	return true
+}
+
 // IsLeader reports whether the member believes it is the leader. During a
 // partition a stale leader can still believe this, so compare RaftTerm when
 // several endpoints claim it.

@@ -25,11 +25,6 @@ const MinInterval = 10 * time.Minute
 // with the next few writes.
 const DisarmBelowPercent = 95
 
-// noSpaceMinReclaim is the least free space that makes a member worth
-// defragmenting while a NOSPACE alarm is active: whatever etcd left free
-// after the compaction counts against the quota until it is given back.
-const noSpaceMinReclaim = 1 << 20
-
 // Member is what one pass observed of one member.
 type Member struct {
 	Name string
@@ -46,6 +41,12 @@ type Member struct {
 	Usage   Usage
 	// LastDefrag is when the operator last defragmented it; zero if never.
 	LastDefrag time.Time
+	// RetryAt: its last defragmentation failed, and it is not tried again
+	// before then.
+	RetryAt time.Time
+	// DefragmentedAt is the compaction revision (Cluster.Compacted) of the
+	// operator's last defragmentation of the member; 0 if not known.
+	DefragmentedAt int64
 }
 
 // Alarms are the cluster's active alarms, by the names of the members that
@@ -65,6 +66,9 @@ type Cluster struct {
 	// at; 0 when not known (it is remembered in memory only: compacting
 	// again at the same revision is refused by etcd at no cost).
 	Compacted int64
+	// CompactRetryAt: the last compaction failed, and it is not tried
+	// again before then.
+	CompactRetryAt time.Time
 	// Settling names a membership change in flight (a member being added,
 	// replaced or removed, a learner), which all maintenance waits out.
 	Settling string
@@ -174,7 +178,7 @@ func defragment(c Cluster, p Policy) Decision {
 			continue
 		}
 		v := p.Rule.Evaluate(m.Usage)
-		if !v.Due || (!m.LastDefrag.IsZero() && c.Now.Sub(m.LastDefrag) < MinInterval) {
+		if !v.Due || (!m.LastDefrag.IsZero() && c.Now.Sub(m.LastDefrag) < MinInterval) || c.Now.Before(m.RetryAt) {
 			continue
 		}
 		due = append(due, m)
@@ -206,9 +210,13 @@ func defragment(c Cluster, p Policy) Decision {
 }
 
 // recoverNoSpace is etcd's own procedure for NOSPACE: compact at the
-// current revision, defragment every member, disarm. The operator never
-// deletes a key: when the live data alone fills the quota it says so, and
-// waits for more quota or more storage.
+// current revision, defragment every member, disarm. Every member is
+// defragmented once after each compaction, whatever its Status says is free:
+// bbolt frees the pages of a compaction's last batch only with the next
+// write, which etcd refuses, so only the file a defragmentation rewrites
+// tells what the live data needs. The operator never deletes a key: when the
+// live data alone fills the quota it says so, and waits for more quota or
+// more storage (or for keys to be deleted, which a new revision shows).
 func recoverNoSpace(c Cluster, p Policy) Decision {
 	alarmed := strings.Join(c.Alarms.NoSpace, ", ")
 	if c.Settling != "" {
@@ -220,59 +228,64 @@ func recoverNoSpace(c Cluster, p Policy) Decision {
 		return d
 	}
 	if c.Revision > c.Compacted {
+		if c.Now.Before(c.CompactRetryAt) {
+			return Decision{Action: Wait, NoSpace: true, Reason: fmt.Sprintf(
+				"etcd raised NOSPACE on %s; the compaction failed, trying again at %s", alarmed, c.CompactRetryAt.UTC().Format(time.RFC3339))}
+		}
 		return Decision{Action: Compact, Revision: c.Revision, NoSpace: true, Reason: fmt.Sprintf(
 			"etcd raised NOSPACE on %s and refuses writes; compacting at revision %d, then defragmenting each member and disarming", alarmed, c.Revision)}
-	}
-	if full, ok := overQuota(c.Members, func(u Usage) int64 { return u.InUse }); ok {
-		return full
 	}
 	if d, ok := gate(c.Members, p.appliedWindow()); !ok {
 		d.NoSpace = true
 		d.Reason = fmt.Sprintf("recovering from NOSPACE on %s; %s", alarmed, d.Reason)
 		return d
 	}
-	worth := func(m Member) bool { return m.Usage.Free() >= noSpaceMinReclaim }
+	done := func(m Member) bool { return m.DefragmentedAt >= c.Compacted }
 	for _, m := range Order(c.Members) {
-		if !m.Voter || !worth(m) {
+		if !m.Voter || done(m) {
 			continue
 		}
+		if c.Now.Before(m.RetryAt) {
+			return Decision{Action: Wait, NoSpace: true, Reason: fmt.Sprintf(
+				"recovering from NOSPACE on %s; the defragmentation of %s failed, trying again at %s", alarmed, m.Name, m.RetryAt.UTC().Format(time.RFC3339))}
+		}
 		if m.Leader && voters(c.Members) > 1 {
-			d := handOver(c.Members, m, func(o Member) bool { return !worth(o) })
+			d := handOver(c.Members, m, done)
 			d.NoSpace = true
 			return d
 		}
 		return Decision{Action: Defragment, Member: m.Name, NoSpace: true, Reason: fmt.Sprintf(
-			"recovering from NOSPACE: %s of its %s database is free after compaction", FormatBytes(m.Usage.Free()), FormatBytes(m.Usage.DBSize))}
+			"recovering from NOSPACE: compacted at revision %d, its %s database is rewritten without the history", c.Compacted, FormatBytes(m.Usage.DBSize))}
 	}
-	if full, ok := overQuota(c.Members, func(u Usage) int64 { return u.DBSize }); ok {
+	if full, ok := overQuota(c.Members); ok {
 		return full
 	}
 	return Decision{Action: Disarm, NoSpace: true, Reason: fmt.Sprintf(
 		"every member is compacted and defragmented; disarming NOSPACE on %s", alarmed)}
 }
 
-// overQuota reports the member whose data (as size measures it) fills the
-// most of its quota, if that is past DisarmBelowPercent.
-func overQuota(ms []Member, size func(Usage) int64) (Decision, bool) {
+// overQuota reports the member whose defragmented database fills the most
+// of its quota, if that is past DisarmBelowPercent.
+func overQuota(ms []Member) (Decision, bool) {
 	var worst *Member
 	for i := range ms {
 		m := &ms[i]
 		if !m.Voter || m.Usage.Quota <= 0 {
 			continue
 		}
-		if worst == nil || percent(size(m.Usage), m.Usage.Quota) > percent(size(worst.Usage), worst.Usage.Quota) {
+		if worst == nil || percent(m.Usage.DBSize, m.Usage.Quota) > percent(worst.Usage.DBSize, worst.Usage.Quota) {
 			worst = m
 		}
 	}
-	if worst == nil || percent(size(worst.Usage), worst.Usage.Quota) < DisarmBelowPercent {
+	if worst == nil || percent(worst.Usage.DBSize, worst.Usage.Quota) < DisarmBelowPercent {
 		return Decision{}, false
 	}
 	return Decision{Action: OverQuota, NoSpace: true, Member: worst.Name, Reason: fmt.Sprintf(
-		"etcd refuses writes (NOSPACE): the live data of %s is %s, %.0f%% of its %s backend quota, even after compaction; "+
+		"etcd refuses writes (NOSPACE): the live data of %s is %s, %.0f%% of its %s backend quota, even after compaction and defragmentation; "+
 			"the operator deletes nothing. Raise spec.options.quotaBackendBytes, or grow spec.storage.size "+
 			"(the default quota is a third of the volume after the write-ahead log's 128 MB); "+
 			"the members are then rolled and the alarm is disarmed. Deleting keys also works",
-		worst.Name, FormatBytes(size(worst.Usage)), percent(size(worst.Usage), worst.Usage.Quota), FormatBytes(worst.Usage.Quota))}, true
+		worst.Name, FormatBytes(worst.Usage.DBSize), percent(worst.Usage.DBSize, worst.Usage.Quota), FormatBytes(worst.Usage.Quota))}, true
 }
 
 // gate: every voter is healthy, one leads, and (for a window above 0) each

@@ -30,6 +30,7 @@ func learner(m Member) Member        { m.Voter = false; return m }
 func ahead(m Member) Member          { m.Applied = 6000; return m }
 func recent(m Member) Member         { m.LastDefrag = now.Add(-time.Minute); return m }
 func longAgo(m Member) Member        { m.LastDefrag = now.Add(-time.Hour); return m }
+func retry(m Member) Member          { m.RetryAt = now.Add(30 * time.Second); return m }
 func usage(m Member, u Usage) Member { m.Usage = u; return m }
 
 var defaults = Policy{Defrag: true, Rule: DefaultRule(), NoSpaceRecovery: true}
@@ -66,6 +67,8 @@ func TestNextDefragment(t *testing.T) {
 			Decision{Action: None, Reason: "no member needs defragmentation"}},
 		{"but it is once MinInterval has passed", Cluster{Members: []Member{leader(tidy("a")), longAgo(fragmented("b"))}}, defaults,
 			Decision{Action: Defragment, Member: "b", Reason: freeWhy}},
+		{"nor one whose defragmentation just failed", Cluster{Members: []Member{leader(tidy("a")), retry(fragmented("b"))}}, defaults,
+			Decision{Action: None, Reason: "no member needs defragmentation"}},
 		{"learners are never defragmented", Cluster{Members: []Member{leader(tidy("a")), learner(fragmented("b"))}}, defaults,
 			Decision{Action: None, Reason: "no member needs defragmentation"}},
 		{"every voter must be healthy", Cluster{Members: []Member{leader(tidy("a")), down(tidy("b")), fragmented("c")}}, defaults,
@@ -101,18 +104,18 @@ func TestNextDefragment(t *testing.T) {
 	}
 }
 
-// full is a healthy voter of a cluster that hit its 256 MiB quota, with a
-// third of the file free after compaction.
+// full is a healthy voter of a cluster that hit its 256 MiB quota.
 func full(name string) Member {
 	m := tidy(name)
-	m.Usage = Usage{DBSize: 256 * mib, InUse: 170 * mib, Quota: 256 * mib}
+	m.Usage = Usage{DBSize: 256 * mib, InUse: 250 * mib, Quota: 256 * mib}
 	return m
 }
 
-// done is a member defragmented since the alarm.
+// done is a member defragmented since the compaction at revision 900.
 func done(name string) Member {
 	m := tidy(name)
-	m.Usage = Usage{DBSize: 170*mib + 256<<10, InUse: 170 * mib, Quota: 256 * mib}
+	m.Usage = Usage{DBSize: 170 * mib, InUse: 170 * mib, Quota: 256 * mib}
+	m.DefragmentedAt = 900
 	return m
 }
 
@@ -120,10 +123,16 @@ func TestNextNoSpace(t *testing.T) {
 	t.Parallel()
 	alarm := Alarms{NoSpace: []string{"b"}}
 	overQuotaMsg := func(member, size string, pct int) string {
-		return "etcd refuses writes (NOSPACE): the live data of " + member + " is " + size + ", " + strconv.Itoa(pct) + "% of its 256.0 MiB backend quota, even after compaction; " +
+		return "etcd refuses writes (NOSPACE): the live data of " + member + " is " + size + ", " + strconv.Itoa(pct) + "% of its 256.0 MiB backend quota, even after compaction and defragmentation; " +
 			"the operator deletes nothing. Raise spec.options.quotaBackendBytes, or grow spec.storage.size " +
 			"(the default quota is a third of the volume after the write-ahead log's 128 MB); " +
 			"the members are then rolled and the alarm is disarmed. Deleting keys also works"
+	}
+	const rewrite = "recovering from NOSPACE: compacted at revision 900, its 256.0 MiB database is rewritten without the history"
+	overDone := func(name string, size int64) Member {
+		m := done(name)
+		m.Usage.DBSize, m.Usage.InUse = size, size
+		return m
 	}
 	cases := []struct {
 		name    string
@@ -133,29 +142,36 @@ func TestNextNoSpace(t *testing.T) {
 	}{
 		{"compact at the current revision first", Cluster{Members: []Member{leader(full("a")), full("b"), full("c")}, Alarms: alarm, Revision: 900}, defaults,
 			Decision{Action: Compact, Revision: 900, NoSpace: true, Reason: "etcd raised NOSPACE on b and refuses writes; compacting at revision 900, then defragmenting each member and disarming"}},
-		{"then every member, followers first", Cluster{Members: []Member{leader(full("a")), full("b"), full("c")}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
-			Decision{Action: Defragment, Member: "b", NoSpace: true, Reason: "recovering from NOSPACE: 86.0 MiB of its 256.0 MiB database is free after compaction"}},
-		{"a compaction since the last one, after deletes", Cluster{Members: []Member{leader(full("a")), full("b")}, Alarms: alarm, Revision: 950, Compacted: 900}, defaults,
+		{"then every member, followers first, whatever Status says is free", Cluster{Members: []Member{leader(full("a")), full("b"), full("c")}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
+			Decision{Action: Defragment, Member: "b", NoSpace: true, Reason: rewrite}},
+		{"a compaction since the last one, after deletes, and every member again", Cluster{Members: []Member{leader(done("a")), done("b")}, Alarms: alarm, Revision: 950, Compacted: 900}, defaults,
 			Decision{Action: Compact, Revision: 950, NoSpace: true, Reason: "etcd raised NOSPACE on b and refuses writes; compacting at revision 950, then defragmenting each member and disarming"}},
 		{"followers before the leader", Cluster{Members: []Member{leader(full("a")), done("b"), ahead(full("c"))}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
-			Decision{Action: Defragment, Member: "c", NoSpace: true, Reason: "recovering from NOSPACE: 86.0 MiB of its 256.0 MiB database is free after compaction"}},
+			Decision{Action: Defragment, Member: "c", NoSpace: true, Reason: rewrite}},
 		{"the leader last, after handing over to the member that is done and furthest ahead", Cluster{Members: []Member{leader(full("a")), done("b"), ahead(done("c"))}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
 			Decision{Action: MoveLeader, Member: "a", To: "c", NoSpace: true, Reason: "before defragmenting it"}},
 		{"and the window, the rule and the interval do not apply", Cluster{Members: []Member{leader(done("a")), recent(full("b"))}, Alarms: alarm, Revision: 900, Compacted: 900},
 			Policy{Defrag: false, NoSpaceRecovery: true},
-			Decision{Action: Defragment, Member: "b", NoSpace: true, Reason: "recovering from NOSPACE: 86.0 MiB of its 256.0 MiB database is free after compaction"}},
+			Decision{Action: Defragment, Member: "b", NoSpace: true, Reason: rewrite}},
 		{"disarm once every member is done", Cluster{Members: []Member{leader(done("a")), done("b"), done("c")}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
 			Decision{Action: Disarm, NoSpace: true, Reason: "every member is compacted and defragmented; disarming NOSPACE on b"}},
-		{"live data over the quota: say so, touch nothing", Cluster{Members: []Member{
-			leader(usage(tidy("a"), Usage{DBSize: 256 * mib, InUse: 250 * mib, Quota: 256 * mib})), full("b")}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
+		{"live data over the quota: say so, touch nothing more", Cluster{Members: []Member{
+			leader(overDone("a", 250*mib)), done("b")}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
 			Decision{Action: OverQuota, Member: "a", NoSpace: true, Reason: overQuotaMsg("a", "250.0 MiB", 98)}},
-		{"a defragmented member still over the quota", Cluster{Members: []Member{
-			leader(usage(tidy("a"), Usage{DBSize: 243*mib + 900<<10, InUse: 243 * mib, Quota: 256 * mib})), done("b")}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
-			Decision{Action: OverQuota, Member: "a", NoSpace: true, Reason: overQuotaMsg("a", "243.9 MiB", 95)}},
+		{"the one over it the most is named", Cluster{Members: []Member{
+			leader(overDone("a", 245*mib)), overDone("b", 250*mib)}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
+			Decision{Action: OverQuota, Member: "b", NoSpace: true, Reason: overQuotaMsg("b", "250.0 MiB", 98)}},
+		{"just under the line is disarmed", Cluster{Members: []Member{
+			leader(overDone("a", 243*mib)), done("b")}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
+			Decision{Action: Disarm, NoSpace: true, Reason: "every member is compacted and defragmented; disarming NOSPACE on b"}},
 		{"a raised quota lets it through", Cluster{Members: []Member{
-			leader(usage(tidy("a"), Usage{DBSize: 250 * mib, InUse: 250 * mib, Quota: 512 * mib})), usage(tidy("b"), Usage{DBSize: 250 * mib, InUse: 250 * mib, Quota: 512 * mib})},
+			leader(usage(done("a"), Usage{DBSize: 250 * mib, InUse: 250 * mib, Quota: 512 * mib})), usage(done("b"), Usage{DBSize: 250 * mib, InUse: 250 * mib, Quota: 512 * mib})},
 			Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
 			Decision{Action: Disarm, NoSpace: true, Reason: "every member is compacted and defragmented; disarming NOSPACE on b"}},
+		{"a failed member is tried again later", Cluster{Members: []Member{leader(full("a")), retry(full("b"))}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
+			Decision{Action: Wait, NoSpace: true, Reason: "recovering from NOSPACE on b; the defragmentation of b failed, trying again at 2026-03-01T12:00:30Z"}},
+		{"and a failed compaction", Cluster{Members: []Member{leader(full("a")), full("b")}, Alarms: alarm, Revision: 900, CompactRetryAt: now.Add(30 * time.Second)}, defaults,
+			Decision{Action: Wait, NoSpace: true, Reason: "etcd raised NOSPACE on b; the compaction failed, trying again at 2026-03-01T12:00:30Z"}},
 		{"every voter healthy before anything", Cluster{Members: []Member{leader(full("a")), down(full("b"))}, Alarms: alarm, Revision: 900}, defaults,
 			Decision{Action: Wait, NoSpace: true, Reason: "etcd raised NOSPACE on b; waiting for b to be healthy before recovering"}},
 		{"compaction does not wait for a member to catch up", Cluster{Members: []Member{leader(full("a")), behind(full("b"))}, Alarms: alarm, Revision: 900}, defaults,
@@ -165,7 +181,7 @@ func TestNextNoSpace(t *testing.T) {
 		{"a membership change in flight", Cluster{Members: []Member{leader(full("a")), full("b")}, Alarms: alarm, Revision: 900, Settling: "member d to be added"}, defaults,
 			Decision{Action: Wait, NoSpace: true, Reason: "etcd raised NOSPACE on b; waiting for member d to be added before recovering"}},
 		{"a rollout does not hold recovery back", Cluster{Members: []Member{leader(full("a")), full("b")}, Alarms: alarm, Revision: 900, Compacted: 900, Busy: "the rollout"}, defaults,
-			Decision{Action: Defragment, Member: "b", NoSpace: true, Reason: "recovering from NOSPACE: 86.0 MiB of its 256.0 MiB database is free after compaction"}},
+			Decision{Action: Defragment, Member: "b", NoSpace: true, Reason: rewrite}},
 		{"recovery switched off", Cluster{Members: []Member{leader(full("a")), full("b")}, Alarms: alarm}, Policy{Defrag: true},
 			Decision{Action: RecoveryOff, NoSpace: true, Reason: "etcd raised NOSPACE on b and refuses writes; spec.maintenance.noSpaceRecovery is off: compact, defragment (kubectl etcd compact, kubectl etcd defrag) and disarm (kubectl etcd alarms disarm)"}},
 		{"CORRUPT wins over NOSPACE", Cluster{Members: []Member{leader(full("a")), full("b")}, Alarms: Alarms{NoSpace: []string{"b"}, Corrupt: []string{"a"}}}, defaults,

@@ -94,6 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer func() {
 		updateStatus(s)
 		r.announceStalled(before, cluster)
+		r.announceMaintenance(before, cluster)
 		if err := r.patchStatus(ctx, before, cluster); err != nil {
 			reterr = errors.Join(reterr, err)
 		}
@@ -103,6 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.reconcileServices,
 		r.syncMemberStatus,
 		r.reconcilePDB,
+		r.observeMaintenance,
 		r.reconcileMembership,
 	})
 	return soonest(result, untilDeadline(s)), nil
