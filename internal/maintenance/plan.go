@@ -56,6 +56,17 @@ type Alarms struct {
 	Corrupt []string
 }
 
+// Blocking says why no maintenance may touch the cluster: a CORRUPT alarm,
+// which means a member's data differs from the others'. NOSPACE does not
+// block: compacting and defragmenting is its cure.
+func (a Alarms) Blocking() (string, bool) {
+	if len(a.Corrupt) == 0 {
+		return "", false
+	}
+	return fmt.Sprintf("etcd raised a CORRUPT alarm on %s: the operator neither compacts nor defragments a cluster whose data may be corrupt; find the member whose data differs and replace it",
+		strings.Join(a.Corrupt, ", ")), true
+}
+
 // Cluster is what the pass observed of the cluster.
 type Cluster struct {
 	Members []Member
@@ -132,10 +143,8 @@ type Decision struct {
 // Next decides the maintenance step of this pass: at most one, and none
 // while a membership change is in flight.
 func Next(c Cluster, p Policy) Decision {
-	if len(c.Alarms.Corrupt) > 0 {
-		return Decision{Action: Blocked, Reason: fmt.Sprintf(
-			"etcd raised a CORRUPT alarm on %s: the operator neither compacts nor defragments a cluster whose data may be corrupt; find the member whose data differs and replace it",
-			strings.Join(c.Alarms.Corrupt, ", "))}
+	if why, blocked := c.Alarms.Blocking(); blocked {
+		return Decision{Action: Blocked, Reason: why}
 	}
 	if len(c.Alarms.NoSpace) > 0 {
 		if !p.NoSpaceRecovery {
@@ -320,10 +329,19 @@ func gate(ms []Member, window uint64) (Decision, bool) {
 	return Decision{}, true
 }
 
-// handOver moves leadership from the leader to the healthy voter furthest
-// ahead, preferring one that is done (so that it is not the next to be
-// blocked).
+// handOver moves leadership from the leader to Transferee.
 func handOver(ms []Member, leader Member, done func(Member) bool) Decision {
+	to, ok := Transferee(ms, done)
+	if !ok {
+		return waitFor("no healthy voter can take leadership from %s before it is defragmented", leader.Name)
+	}
+	return Decision{Action: MoveLeader, Member: leader.Name, To: to, Reason: "before defragmenting it"}
+}
+
+// Transferee is the healthy voter, other than the leader, to hand leadership
+// to before the leader is defragmented: one that is done (so that it is not
+// the next to be blocked), and of those the one furthest ahead.
+func Transferee(ms []Member, done func(Member) bool) (string, bool) {
 	var best *Member
 	for i := range ms {
 		m := &ms[i]
@@ -335,9 +353,9 @@ func handOver(ms []Member, leader Member, done func(Member) bool) Decision {
 		}
 	}
 	if best == nil {
-		return waitFor("no healthy voter can take leadership from %s before it is defragmented", leader.Name)
+		return "", false
 	}
-	return Decision{Action: MoveLeader, Member: leader.Name, To: best.Name, Reason: "before defragmenting it"}
+	return best.Name, true
 }
 
 func better(a, b Member, done func(Member) bool) bool {

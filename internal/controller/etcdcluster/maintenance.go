@@ -57,26 +57,11 @@ func (r *Reconciler) observeMaintenance(ctx context.Context, s *scope) (ctrl.Res
 	if !s.cluster.ClusterFormed() || !s.etcd.usable() || s.desiredReplicas() == 0 {
 		return ctrl.Result{}, nil
 	}
-	policy, err := maintenancePolicy(s.cluster)
+	policy, err := maintenance.PolicyOf(s.cluster.Spec.Maintenance)
 	s.maint.scheduleErr = err
 	s.maint.decision = maintenance.Next(r.maintenanceView(s, mm), policy)
 	s.maint.decided = true
 	return ctrl.Result{}, nil
-}
-
-// maintenancePolicy reads the spec. A schedule that does not parse (CEL
-// catches most, not a minute of 61) stops routine defragmentation, never
-// NOSPACE recovery.
-func maintenancePolicy(c *v1alpha1.EtcdCluster) (maintenance.Policy, error) {
-	d := c.Spec.Maintenance.Defrag
-	w, err := maintenance.ParseWindow(d.Schedule, d.WindowLength())
-	return maintenance.Policy{
-		Defrag: d.On() && err == nil,
-		Rule: maintenance.Rule{FreePercent: d.FreePercentOrDefault(), MinReclaim: d.MinReclaimBytes(),
-			QuotaPercent: d.QuotaPercentOrDefault()},
-		Window:          w,
-		NoSpaceRecovery: c.Spec.Maintenance.NoSpaceRecovery.On(),
-	}, err
 }
 
 // maintenanceView is the cluster as maintenance.Next sees it: the counted

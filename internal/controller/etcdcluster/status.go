@@ -395,7 +395,7 @@ func maintenanceCondition(s *scope) (string, string, bool) {
 	case !s.cluster.Spec.Maintenance.Defrag.On():
 		return v1alpha1.DefragDisabledReason, d.Reason, false
 	}
-	msg := "no member is due for defragmentation; " + ruleText(s.cluster.Spec.Maintenance.Defrag)
+	msg := "no member is due for defragmentation; " + ruleText(maintenance.RuleOf(s.cluster.Spec.Maintenance.Defrag))
 	if st := s.cluster.Status.Maintenance; st != nil && st.LastDefragTime != nil {
 		msg += "; last defragmentation " + st.LastDefragTime.UTC().Format(time.RFC3339)
 	}
@@ -403,9 +403,9 @@ func maintenanceCondition(s *scope) (string, string, bool) {
 }
 
 // ruleText says when a member is due, in words.
-func ruleText(d v1alpha1.DefragSpec) string {
+func ruleText(r maintenance.Rule) string {
 	return fmt.Sprintf("one is when %d%% of its database file, and at least %s, is free, or when the file reaches %d%% of its quota",
-		d.FreePercentOrDefault(), maintenance.FormatBytes(d.MinReclaimBytes()), d.QuotaPercentOrDefault())
+		r.FreePercent, maintenance.FormatBytes(r.MinReclaim), r.QuotaPercent)
 }
 
 // noSpace: a NOSPACE alarm is active and was not disarmed this pass.
