@@ -52,8 +52,8 @@ func TestDefragReportsSizesBeforeAndAfter(t *testing.T) {
 	})
 	r := w.run("defrag", "demo")
 	g.Expect(r.code).To(Equal(ExitOK), r.err)
-	g.Expect(r.out).To(Equal("Defragmenting demo-a (leader)...\n" +
-		"  the operator's rule: due: 280.0 MiB of its 300.0 MiB database is free (93%)\n" +
+	g.Expect(r.out).To(Equal("Defragmenting demo-a (leader)...\n"+
+		"  the operator's rule: due: 280.0 MiB of its 300.0 MiB database is free (93%)\n"+
 		"  DB size 300.0 MiB -> 21.0 MiB (in use 20.0 MiB -> 20.0 MiB)\n"), "a one-member cluster has nobody to hand over to")
 }
 
