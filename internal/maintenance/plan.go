@@ -19,11 +19,13 @@ const DefaultAppliedWindow = 1000
 // blocking the member over and over would not.
 const MinInterval = 10 * time.Minute
 
-// DisarmBelowPercent is how full, relative to its quota, a member's live
-// data may be for a NOSPACE alarm to be disarmed. Disarming a cluster whose
-// data already fills its quota would only let etcd raise the alarm again
-// with the next few writes.
-const DisarmBelowPercent = 95
+// DisarmBelowPercent is how full, relative to its quota, a member's database
+// may be, once compacted and defragmented, for a NOSPACE alarm to be
+// disarmed. Above it the live data nearly fills the quota by itself:
+// disarming would let etcd raise the alarm again within a few writes (how
+// tightly bbolt packs a rewritten file varies by a few percent), and the
+// remedy is more quota. A person can still disarm by hand.
+const DisarmBelowPercent = 90
 
 // Member is what one pass observed of one member.
 type Member struct {

@@ -162,7 +162,7 @@ func TestNextNoSpace(t *testing.T) {
 			leader(overDone("a", 245*mib)), overDone("b", 250*mib)}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
 			Decision{Action: OverQuota, Member: "b", NoSpace: true, Reason: overQuotaMsg("b", "250.0 MiB", 98)}},
 		{"just under the line is disarmed", Cluster{Members: []Member{
-			leader(overDone("a", 243*mib)), done("b")}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
+			leader(overDone("a", 230*mib)), done("b")}, Alarms: alarm, Revision: 900, Compacted: 900}, defaults,
 			Decision{Action: Disarm, NoSpace: true, Reason: "every member is compacted and defragmented; disarming NOSPACE on b"}},
 		{"a raised quota lets it through", Cluster{Members: []Member{
 			leader(usage(done("a"), Usage{DBSize: 250 * mib, InUse: 250 * mib, Quota: 512 * mib})), usage(done("b"), Usage{DBSize: 250 * mib, InUse: 250 * mib, Quota: 512 * mib})},
