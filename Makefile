@@ -262,6 +262,10 @@ bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (
 bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a lost Memory Pod (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -selfheal
 
+.PHONY: bench-nospace
+bench-nospace: ## Time NOSPACE alarm -> writable for a 256 MiB quota, a third of the data deleted, three runs (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -nospace
+
 .PHONY: bench-cluster-up
 bench-cluster-up: ## Time three warm cluster-up runs.
 	hack/bench/cluster-up.sh

@@ -1,7 +1,8 @@
 // Command bench measures the operator on the local cluster: time from apply
 // to Ready for 1 and 3 members, time to scale 3 → 5, and the API writes the
 // operator makes while a 3-member cluster sits idle; with -selfheal, the time
-// from a fault to a healed cluster. It prints what it
+// from a fault to a healed cluster; with -nospace, the time from a NOSPACE
+// alarm (256 MiB quota) to writable again. It prints what it
 // measured; it asserts nothing. Run it with make bench after make cluster-up
 // and make deploy.
 package main
@@ -28,14 +29,16 @@ import (
 func main() {
 	idle := flag.Duration("idle", 5*time.Minute, "how long to watch an idle 3-member cluster for API writes")
 	heal := flag.Bool("selfheal", false, "time self-heal scenarios instead of bootstrap and scaling")
+	nospace := flag.Bool("nospace", false, "time NOSPACE alarm -> writable (256 MiB quota) instead")
+	runs := flag.Int("runs", 3, "how many times -nospace fills the cluster")
 	flag.Parse()
-	if err := run(*idle, *heal); err != nil {
+	if err := run(*idle, *heal, *nospace, *runs); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(idle time.Duration, heal bool) error {
+func run(idle time.Duration, heal, nospace bool, runs int) error {
 	ctx := context.Background()
 	env, err := framework.Setup()
 	if err != nil {
@@ -55,6 +58,9 @@ func run(idle time.Duration, heal bool) error {
 	defer env.Kubectl(ctx, "delete", "namespace", ns, "--wait=false")
 	if heal {
 		return selfHeal(ctx, env, c, ns)
+	}
+	if nospace {
+		return noSpace(ctx, env, c, ns, runs)
 	}
 
 	one, err := timeToReady(ctx, c, ns, "one", 1)

@@ -180,6 +180,14 @@ func Verify(ctx context.Context, c *clientv3.Client, s Set) error {
 	return nil
 }
 
+// Delete deletes every key of the set.
+func Delete(ctx context.Context, c *clientv3.Client, s Set) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err := c.Delete(ctx, s.Prefix+"/", clientv3.WithPrefix())
+	return err
+}
+
 // WaitWritable puts a key until etcd takes it, and returns how long that took.
 func WaitWritable(ctx context.Context, c *clientv3.Client, key string, poll time.Duration) (time.Duration, error) {
 	start := time.Now()

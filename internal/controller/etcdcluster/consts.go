@@ -40,5 +40,8 @@ const (
 	// retryFailedCall is when a failed call of NOSPACE recovery is tried
 	// again; a routine defragmentation that failed waits MinInterval.
 	retryFailedCall = 30 * time.Second
+	// maintDoneBuffer is how many notices of returned calls wait for the
+	// worker; one per cluster at a time, so a few cover most operators.
+	maintDoneBuffer = 64
 	timeRounding    = 100 * time.Millisecond
 )

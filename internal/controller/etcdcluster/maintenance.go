@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
@@ -230,7 +231,23 @@ func (r *Reconciler) startCompaction(s *scope, mm *memo, d maintenance.Decision)
 			return nil, err
 		}
 		return nil, nil
-	})
+	}, r.lookAgain(s.cluster))
+}
+
+// lookAgain asks for the cluster to be reconciled now. The buffer holds a
+// few; a call whose notice does not fit is found by the poll of
+// requeueMaintenance instead.
+func (r *Reconciler) lookAgain(c *v1alpha1.EtcdCluster) func() {
+	key := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name}}
+	return func() {
+		if r.maintDone == nil {
+			return
+		}
+		select {
+		case r.maintDone <- event.GenericEvent{Object: key}:
+		default:
+		}
+	}
 }
 
 // startDefragmentation records on the member that it is being
@@ -277,7 +294,7 @@ func (r *Reconciler) startDefragmentation(ctx context.Context, s *scope, mm *mem
 			return &st, nil
 		}
 		return nil, nil
-	})
+	}, r.lookAgain(s.cluster))
 	return nil
 }
 

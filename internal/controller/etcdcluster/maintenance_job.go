@@ -71,8 +71,9 @@ func (m *maintMemo) stop() {
 }
 
 // start runs call in the background under its own deadline (the pass's
-// context ends with the pass) and records its outcome in j.
-func (mm *memo) start(j *maintJob, call func(ctx context.Context) (*etcd.EndpointStatus, error)) {
+// context ends with the pass), records its outcome in j, and then calls done,
+// which asks for the cluster to be looked at again.
+func (mm *memo) start(j *maintJob, call func(ctx context.Context) (*etcd.EndpointStatus, error), done func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), maintenanceTimeout)
 	mm.mu.Lock()
 	mm.maint.stop()
@@ -82,8 +83,9 @@ func (mm *memo) start(j *maintJob, call func(ctx context.Context) (*etcd.Endpoin
 		defer cancel()
 		after, err := call(ctx)
 		mm.mu.Lock()
-		defer mm.mu.Unlock()
 		j.after, j.err, j.done = after, err, true
+		mm.mu.Unlock()
+		done()
 	}()
 }
 

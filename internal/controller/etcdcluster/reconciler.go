@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
@@ -45,6 +46,9 @@ type Reconciler struct {
 
 	// memos keeps per-cluster timers between passes; see memo.
 	memos memos
+	// maintDone has the cluster looked at as soon as a background
+	// maintenance call returns; nil in tests, which poll.
+	maintDone chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
@@ -172,8 +176,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}); err != nil {
 		return fmt.Errorf("failed to index EtcdMembers by node: %w", err)
 	}
+	r.maintDone = make(chan event.GenericEvent, maintDoneBuffer)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.maintDone, &handler.EnqueueRequestForObject{})).
 		Owns(&v1alpha1.EtcdMember{}).
 		Owns(&corev1.Service{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster),
