@@ -25,6 +25,8 @@ type addonValues struct {
 	LocalPathImage string
 	ToolsImage     string
 	StorageDir     string
+	// SecondStorageClass names the class of addons/local-path-second.yaml.
+	SecondStorageClass string
 }
 
 // applyAddons server-side-applies CoreDNS and the storage provisioner.
@@ -33,7 +35,8 @@ func applyAddons(ctx context.Context, cfg *rest.Config, values addonValues) erro
 	if err != nil {
 		return fmt.Errorf("failed to create a client: %w", err)
 	}
-	for _, file := range []string{"addons/coredns.yaml", "addons/local-path.yaml"} {
+	values.SecondStorageClass = SecondStorageClass
+	for _, file := range []string{"addons/coredns.yaml", "addons/local-path.yaml", "addons/local-path-second.yaml"} {
 		objs, err := renderManifest(file, values)
 		if err != nil {
 			return err
