@@ -271,7 +271,7 @@ func TestMaintenance_NoSpaceWithLiveDataOverTheQuota(t *testing.T) {
 	m.g.Expect(err).NotTo(HaveOccurred())
 
 	m.g.Eventually(func() string { return m.condition(ctx, v1alpha1.MaintenanceCondition).Reason }).
-		WithTimeout(5*time.Minute).WithPolling(time.Second).Should(Equal(v1alpha1.NoSpaceOverQuotaReason))
+		WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Equal(v1alpha1.NoSpaceOverQuotaReason))
 	c := m.condition(ctx, v1alpha1.MaintenanceCondition)
 	m.g.Expect(c.Message).To(ContainSubstring("the operator deletes nothing"))
 	m.g.Expect(c.Message).To(ContainSubstring("Raise spec.options.quotaBackendBytes, or grow spec.storage.size"))
