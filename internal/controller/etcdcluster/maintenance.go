@@ -266,7 +266,7 @@ func (r *Reconciler) startDefragmentation(ctx context.Context, s *scope, mm *mem
 	}
 	h := s.etcd.health[em.ID]
 	role := "follower"
-	switch to := mm.handedOverTo(m.Name); {
+	switch to := mm.takeHandOver(m.Name); {
 	case len(s.etcd.voters()) == 1:
 		role = "the only member: the cluster is unavailable until it is done"
 	case to != "":

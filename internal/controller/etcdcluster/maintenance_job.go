@@ -139,21 +139,26 @@ func (mm *memo) setRetryAt(key string, at time.Time) {
 	mm.maint.retryAt[key] = at
 }
 
+// handOver records that leadership moved from one member to another before
+// the first is defragmented.
 func (mm *memo) handOver(from, to string) {
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
 	mm.maint.handedFrom, mm.maint.handedTo = from, to
 }
 
-// handedOverTo is whom leadership was moved to so that member could be
-// defragmented, or "".
-func (mm *memo) handedOverTo(member string) string {
+// takeHandOver is whom leadership was moved to so that member could be
+// defragmented, or ""; it is forgotten once asked, so that a later
+// defragmentation of the same member is not told of an old handover.
+func (mm *memo) takeHandOver(member string) string {
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
+	to := ""
 	if mm.maint.handedFrom == member {
-		return mm.maint.handedTo
+		to = mm.maint.handedTo
 	}
-	return ""
+	mm.maint.handedFrom, mm.maint.handedTo = "", ""
+	return to
 }
 
 func (mm *memo) defragmentedAt(key string) int64 {
