@@ -294,6 +294,10 @@ bench-backup: ## Snapshot throughput to S3 vs etcdctl snapshot save, and restore
 bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -rollout
 
+.PHONY: bench-nospace
+bench-nospace: ## Time NOSPACE alarm -> writable for a 256 MiB quota, a third of the data deleted, three runs (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -nospace
+
 .PHONY: bench-cluster-up
 bench-cluster-up: ## Time three warm cluster-up runs of a 3-node cluster.
 	NODES=$(E2E_NODES) hack/bench/cluster-up.sh
