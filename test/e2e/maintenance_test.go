@@ -152,6 +152,7 @@ func (m *maintained) watchConditions(ctx context.Context) func() []string {
 // member by itself, followers before the leader, while a writer sees no
 // failure beyond the one leader move.
 func TestMaintenance_DefragmentsAFragmentedClusterByItself(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	m := newMaintained(ctx, t, "defrag", v1alpha1.EtcdClusterSpec{})
@@ -218,6 +219,7 @@ func TestMaintenance_DefragmentsAFragmentedClusterByItself(t *testing.T) {
 // compacted; the operator must return it to writable with every live key,
 // and say so in its condition and Events.
 func TestMaintenance_RecoversFromNoSpaceByItself(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	m := newMaintained(ctx, t, "nospace", v1alpha1.EtcdClusterSpec{MemberTemplate: v1alpha1.MemberTemplate{
@@ -267,6 +269,7 @@ func TestMaintenance_RecoversFromNoSpaceByItself(t *testing.T) {
 // does. The condition must name the remedy; raising the quota then brings
 // the cluster back.
 func TestMaintenance_NoSpaceWithLiveDataOverTheQuota(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	m := newMaintained(ctx, t, "overquota", v1alpha1.EtcdClusterSpec{MemberTemplate: v1alpha1.MemberTemplate{
@@ -445,6 +448,7 @@ func rollStorage(ctx context.Context, t *testing.T, prefix string, from, to v1al
 // by one on a 1Gi volume, joining before the old one leaves, and the default
 // quota follows the size.
 func TestMaintenance_GrowsStorageByReplacement(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	big := resource.MustParse("1Gi")
@@ -465,6 +469,7 @@ func TestMaintenance_GrowsStorageByReplacement(t *testing.T) {
 // local cluster's second class: each member is replaced by one on the new
 // class, with quorum throughout and every key kept.
 func TestMaintenance_MovesToAnotherStorageClass(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	size := ptr.To(resource.MustParse("256Mi"))
