@@ -10,6 +10,10 @@ LOCALCLUSTER := bin/localcluster
 LOCAL_KUBECONFIG := $(CURDIR)/.cache/localcluster/kubeconfig
 LOCAL_KUBECTL := $(CURDIR)/.cache/localcluster/bin/kubectl
 E2E_TIMEOUT ?= 60m
+# Parallel e2e tests at once. They mostly wait on etcd and the kubelet, so
+# more run than there are cores; tests that stop nodes or the operator call
+# framework.Serial instead of t.Parallel and run alone, before the parallel ones.
+E2E_PARALLEL ?= 4
 
 # Nodes of a cluster make cluster-up and make demo bring up. The e2e suite,
 # the demo test, the lifecycle test and the benches use E2E_NODES, because
@@ -123,7 +127,7 @@ test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds ## Bring a 3-node cluster u
 	  $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) label namespace $(RELEASE_NAMESPACE) \
 	    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted && \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy HELM_ARGS="--values $(E2E_OPERATOR_VALUES)" && \
-	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...; } || status=$$?; \
+	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -parallel $(E2E_PARALLEL) -v ./test/e2e/...; } || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LOCALCLUSTER) status || true; \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(LOCAL_KUBECTL) logs -n $(RELEASE_NAMESPACE) -l app.kubernetes.io/name=etcd-operator --tail=200 || true; fi; \
 	$(LOCALCLUSTER) down || status=1; \
@@ -293,6 +297,10 @@ bench-backup: ## Snapshot throughput to S3 vs etcdctl snapshot save, and restore
 .PHONY: bench-rollout
 bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -rollout
+
+.PHONY: bench-nospace
+bench-nospace: ## Time NOSPACE alarm -> writable for a 256 MiB quota, a third of the data deleted, three runs (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -nospace
 
 .PHONY: bench-cluster-up
 bench-cluster-up: ## Time three warm cluster-up runs of a 3-node cluster.

@@ -27,12 +27,14 @@ var DefaultStorageSize = resource.MustParse("1Gi")
 // the literal, and a test keeps the two equal.
 var MinimumStorageSize = resource.MustParse("256Mi")
 
-// StorageSpec describes each member's data volume. It cannot change after
-// creation except to grow: a member's volume is created once and etcd's data
-// dir cannot move between media.
+// StorageSpec describes each member's data volume. The size may grow and the
+// class may change: each is rolled out, one member at a time, by growing the
+// volume online where its StorageClass allows expansion, and otherwise by
+// replacing the member with one on a new volume, which joins before the old
+// one leaves. The size cannot shrink and the medium cannot change: a smaller
+// volume might not hold the data, and a Memory member has no volume to move.
 //
 // +kubebuilder:validation:XValidation:rule=`(has(self.medium) ? self.medium : "") == (has(oldSelf.medium) ? oldSelf.medium : "")`,message="storage.medium cannot be changed after creation"
-// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName cannot be changed after creation"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || (has(self.size) && quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0)",message="storage.size cannot shrink"
 // +kubebuilder:validation:XValidation:rule="!has(self.medium) || self.medium != 'Memory' || has(self.size)",message="storage.size is required when storage.medium is Memory"
 type StorageSpec struct {
@@ -48,7 +50,8 @@ type StorageSpec struct {
 	Medium StorageMedium `json:"medium,omitempty"`
 
 	// StorageClassName follows PersistentVolumeClaim semantics: unset means
-	// the default class, "" means no dynamic provisioning.
+	// the default class, "" means no dynamic provisioning. A change moves
+	// the members to the new class one at a time, by replacement.
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 }

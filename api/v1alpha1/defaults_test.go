@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -66,5 +67,20 @@ func TestInitialClusterState(t *testing.T) {
 			}
 			NewWithT(t).Expect(v1alpha1.InitialClusterState(m, tc.clusterFormed)).To(Equal(tc.want))
 		})
+	}
+}
+
+// The defragmentation rule's defaults are Go constants for the operator and
+// literals in the default markers; they must not drift apart.
+func TestDefragDefaultsMatchMarkers(t *testing.T) {
+	g := NewWithT(t)
+	src, err := os.ReadFile("maintenance_types.go")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, marker := range []string{
+		fmt.Sprintf("+kubebuilder:default=%d\n\t// +kubebuilder:validation:XValidation:rule=\"self >= 1 && self <= 100\",message=\"maintenance.defrag.freePercent", v1alpha1.DefaultDefragFreePercent),
+		fmt.Sprintf("+kubebuilder:default=%d\n\t// +kubebuilder:validation:XValidation:rule=\"self >= 1 && self <= 100\",message=\"maintenance.defrag.quotaPercent", v1alpha1.DefaultDefragQuotaPercent),
+		`+kubebuilder:default="` + v1alpha1.DefaultDefragMinReclaim.String() + `"`,
+	} {
+		g.Expect(string(src)).To(ContainSubstring(marker))
 	}
 }

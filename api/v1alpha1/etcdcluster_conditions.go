@@ -19,6 +19,12 @@ const (
 	// versions, as they do after spec.version changed and before the old
 	// members are replaced.
 	VersionsAlignedCondition = "VersionsAligned"
+	// MaintenanceCondition is True while the operator has maintenance to do
+	// on the cluster: a member is due for defragmentation (and waits for
+	// its window or for other work), is being defragmented, or a NOSPACE
+	// alarm is being recovered from or cannot be without a person. It is
+	// False when nothing is due.
+	MaintenanceCondition = "Maintenance"
 	// ReconcilingCondition and StalledCondition follow the kstatus
 	// convention (sigs.k8s.io/cli-utils), which Flux, Argo CD's health
 	// checks and Helm 4's --wait read instead of Ready: Reconciling is True
@@ -175,4 +181,43 @@ const (
 	// NotFormedReason (False): the cluster has not formed yet, or is
 	// paused, so there is no quorum to lose.
 	NotFormedReason = "NotFormed"
+)
+
+// Reasons of the Maintenance condition.
+const (
+	// MaintenanceIdleReason (False): no member is due for defragmentation
+	// and no alarm is active.
+	MaintenanceIdleReason = "Idle"
+	// DefragDisabledReason (False): spec.maintenance.defrag.enabled is
+	// false and no alarm is active.
+	DefragDisabledReason = "DefragDisabled"
+	// DefragDueReason (True): a member is due for defragmentation and
+	// waits: for the window of spec.maintenance.defrag.schedule, for a
+	// rollout, a scale or a replacement to finish, or for every member to
+	// be healthy and caught up. The message says which.
+	DefragDueReason = "DefragDue"
+	// DefragmentingReason (True): a member is being defragmented (or
+	// leadership is moving away from it first); the message names it.
+	DefragmentingReason = "Defragmenting"
+	// InvalidDefragScheduleReason (True): spec.maintenance.defrag.schedule does
+	// not parse; no routine defragmentation starts until it is fixed. NOSPACE
+	// recovery is not affected.
+	InvalidDefragScheduleReason = "InvalidSchedule"
+	// NoSpaceRecoveringReason (True, and Ready=False): etcd raised NOSPACE
+	// and refuses writes; the operator is compacting at the current
+	// revision, defragmenting every member and disarming the alarm.
+	NoSpaceRecoveringReason = "NoSpaceRecovering"
+	// NoSpaceOverQuotaReason (True; Ready=False, Stalled=True): etcd raised
+	// NOSPACE and the live data fills the backend quota even after
+	// compaction. The operator deletes nothing; raise
+	// spec.options.quotaBackendBytes or grow spec.storage.size, and it
+	// disarms the alarm once the members run with the larger quota.
+	NoSpaceOverQuotaReason = "NoSpaceOverQuota"
+	// NoSpaceRecoveryDisabledReason (True; Ready=False, Stalled=True): etcd
+	// raised NOSPACE and spec.maintenance.noSpaceRecovery.enabled is false.
+	NoSpaceRecoveryDisabledReason = "NoSpaceRecoveryDisabled"
+	// CorruptAlarmReason (True; Ready=False, Stalled=True): etcd raised a
+	// CORRUPT alarm; the operator neither compacts nor defragments, and a
+	// person must find the member whose data differs.
+	CorruptAlarmReason = "CorruptAlarm"
 )

@@ -59,6 +59,12 @@ type EtcdClusterSpec struct {
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
+	// Maintenance is the care the operator gives the cluster by itself:
+	// defragmentation, and recovery from a NOSPACE alarm.
+	// +kubebuilder:default={}
+	// +optional
+	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
+
 	MemberTemplate `json:",inline"`
 }
 
@@ -194,7 +200,8 @@ type EtcdClusterStatus struct {
 	// desired member is a ready voter and nothing is in flight), Progressing
 	// (working towards the adopted target), MembersHealthy (no member is
 	// broken beyond restarting), VersionsAligned (every member runs the same
-	// etcd), and the kstatus pair Reconciling and Stalled. The reasons of
+	// etcd), Maintenance (defragmentation or NOSPACE recovery is due, under
+	// way, or stuck), and the kstatus pair Reconciling and Stalled. The reasons of
 	// each are listed in api/v1alpha1/etcdcluster_conditions.go.
 	// +optional
 	// +listType=map
@@ -274,6 +281,11 @@ type EtcdClusterStatus struct {
 	// source has been checked.
 	// +optional
 	RestoredFrom *RestoredFrom `json:"restoredFrom,omitempty"`
+
+	// Maintenance records the defragmentations and NOSPACE recoveries the
+	// operator did; the Maintenance condition says what it is doing now.
+	// +optional
+	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
 }
 
 // QuorumLoss describes a cluster whose voters do not make a quorum.

@@ -127,6 +127,16 @@ type EtcdMemberStatus struct {
 	// back.
 	// +optional
 	ForceNewCluster bool `json:"forceNewCluster,omitempty"`
+
+	// Maintenance is what the operator is doing to the member now
+	// (defragmenting it, growing its volume), recorded before it starts.
+	// +optional
+	Maintenance *MemberMaintenance `json:"maintenance,omitempty"`
+
+	// LastDefragTime is when the operator last finished defragmenting the
+	// member.
+	// +optional
+	LastDefragTime *metav1.Time `json:"lastDefragTime,omitempty"`
 }
 
 // EtcdMember is one etcd member, owning its Pod and data volume.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -87,6 +88,27 @@ func TestCreateValidation(t *testing.T) {
 		}, "a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"},
 		{"unknown scheduling default", func(c *v1alpha1.EtcdCluster) { c.Spec.DefaultScheduling = "Sometimes" },
 			"Unsupported value: \"Sometimes\""},
+		{"no free share", func(c *v1alpha1.EtcdCluster) { c.Spec.Maintenance.Defrag.FreePercent = ptr.To[int32](0) },
+			"maintenance.defrag.freePercent must be between 1 and 100: it is the share of the database file that must be free"},
+		{"more than all of it free", func(c *v1alpha1.EtcdCluster) { c.Spec.Maintenance.Defrag.FreePercent = ptr.To[int32](101) },
+			"maintenance.defrag.freePercent must be between 1 and 100"},
+		{"quota share over 100", func(c *v1alpha1.EtcdCluster) { c.Spec.Maintenance.Defrag.QuotaPercent = ptr.To[int32](150) },
+			"maintenance.defrag.quotaPercent must be between 1 and 100: it is how full the database file may get relative to the backend quota"},
+		{"negative reclaim", func(c *v1alpha1.EtcdCluster) { c.Spec.Maintenance.Defrag.MinReclaim = qty("-1Mi") },
+			"maintenance.defrag.minReclaim cannot be negative"},
+		{"schedule of too few fields", func(c *v1alpha1.EtcdCluster) { c.Spec.Maintenance.Defrag.Schedule = "0 2 * *" },
+			"maintenance.defrag.schedule must be a cron expression of 5 fields"},
+		{"schedule of too many fields", func(c *v1alpha1.EtcdCluster) { c.Spec.Maintenance.Defrag.Schedule = "0 0 2 * * *" },
+			"maintenance.defrag.schedule must be a cron expression of 5 fields"},
+		{"unknown descriptor", func(c *v1alpha1.EtcdCluster) { c.Spec.Maintenance.Defrag.Schedule = "@fortnightly" },
+			"maintenance.defrag.schedule must be a cron expression of 5 fields"},
+		{"window without a schedule", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Maintenance.Defrag.Window = &metav1.Duration{Duration: time.Hour}
+		}, "maintenance.defrag.window needs maintenance.defrag.schedule: the window is counted from each tick of the schedule"},
+		{"window too short", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Maintenance.Defrag.Schedule = "@daily"
+			c.Spec.Maintenance.Defrag.Window = &metav1.Duration{Duration: 10 * time.Second}
+		}, "maintenance.defrag.window must be at least 1m"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,6 +128,27 @@ func TestDefaults(t *testing.T) {
 	g.Expect(c.Spec.Version).To(Equal(v1alpha1.DefaultEtcdVersion))
 	g.Expect(c.Spec.ProgressDeadlineSeconds).To(Equal(ptr.To[int32](600)))
 	g.Expect(c.Spec.Storage.Size).To(BeNil(), "no schema default, so a Memory cluster must name its size")
+	d := c.Spec.Maintenance.Defrag
+	g.Expect(d.Enabled).To(Equal(ptr.To(true)))
+	g.Expect(d.FreePercent).To(Equal(ptr.To[int32](v1alpha1.DefaultDefragFreePercent)))
+	g.Expect(d.QuotaPercent).To(Equal(ptr.To[int32](v1alpha1.DefaultDefragQuotaPercent)))
+	g.Expect(d.MinReclaim.Cmp(v1alpha1.DefaultDefragMinReclaim)).To(Equal(0))
+	g.Expect(d.Schedule).To(BeEmpty())
+	g.Expect(c.Spec.Maintenance.NoSpaceRecovery.Enabled).To(Equal(ptr.To(true)))
+}
+
+func TestMaintenanceAccepted(t *testing.T) {
+	g := NewWithT(t)
+	for i, schedule := range []string{"0 2 * * *", "*/15 1-5 * * MON-FRI", "@daily", "@every 6h", "CRON_TZ=Europe/Berlin 30 3 * * SUN", "TZ=UTC 0 0 1 * *"} {
+		c := newCluster(fmt.Sprintf("schedule-%d", i), func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Maintenance.Defrag.Schedule = schedule
+			c.Spec.Maintenance.Defrag.Window = &metav1.Duration{Duration: 90 * time.Minute}
+			c.Spec.Maintenance.Defrag.MinReclaim = qty("0")
+			c.Spec.Maintenance.Defrag.Enabled = ptr.To(false)
+			c.Spec.Maintenance.NoSpaceRecovery.Enabled = ptr.To(false)
+		})
+		g.Expect(k8s.Create(context.Background(), c)).To(Succeed(), schedule)
+	}
 }
 
 func TestUpdateValidation(t *testing.T) {
@@ -131,15 +174,17 @@ func TestUpdateValidation(t *testing.T) {
 			c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: qty("256Mi")}
 		}, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](0) },
 			"a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"},
-		{"set storage class", nil,
-			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") },
-			"storage.storageClassName cannot be changed after creation"},
-		{"change storage class", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") },
-			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") },
-			"storage.storageClassName cannot be changed after creation"},
-		{"clear storage class", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("slow") },
-			func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil },
-			"storage.storageClassName cannot be changed after creation"},
+		{"shrink size while changing class", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = qty("2Gi") },
+			func(c *v1alpha1.EtcdCluster) {
+				c.Spec.Storage.Size = qty("1Gi")
+				c.Spec.Storage.StorageClassName = ptr.To("fast")
+			}, "storage.size cannot shrink"},
+		{"memory onto a class", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: qty("256Mi")}
+		}, func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Storage.Medium = ""
+			c.Spec.Storage.StorageClassName = ptr.To("fast")
+		}, "storage.medium cannot be changed after creation"},
 		{"skip a minor upwards", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" },
 			func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.7.3" }, skippedMinor},
 		{"skip a minor downwards", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.7.3" },
@@ -175,4 +220,13 @@ func TestAllowedUpdates(t *testing.T) {
 	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "a patch release")
 	c.Spec.Version = "3.6.16"
 	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "one minor down gets past admission; the operator judges it against what the members run")
+	c.Spec.Storage.StorageClassName = ptr.To("fast")
+	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "setting a storage class: the members move to it by replacement")
+	c.Spec.Storage.StorageClassName = ptr.To("slow")
+	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "changing it")
+	c.Spec.Storage.StorageClassName = nil
+	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "back to the default class")
+	c.Spec.Maintenance.Defrag.Schedule = "@weekly"
+	c.Spec.Maintenance.Defrag.FreePercent = ptr.To[int32](50)
+	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "the maintenance settings may change at any time")
 }

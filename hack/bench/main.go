@@ -1,7 +1,8 @@
 // Command bench measures the operator on the local cluster: time from apply
 // to Ready for 1 and 3 members, time to scale 3 → 5, and the API writes the
 // operator makes while a 3-member cluster sits idle; with -selfheal, the time
-// from a fault to a healed cluster. It prints what it
+// from a fault to a healed cluster; with -nospace, the time from a NOSPACE
+// alarm (256 MiB quota) to writable again. It prints what it
 // measured; it asserts nothing. Run it with make bench after make cluster-up
 // and make deploy.
 package main
@@ -32,14 +33,16 @@ func main() {
 	lost := flag.Int("nodeloss", 0, "with a node-loss bound in seconds, time the replacement of a member whose node is stopped")
 	ones := flag.Int("scale-ones", 0, "create this many one-member clusters (and -scale-threes three-member ones) and report the operator's cost")
 	threes := flag.Int("scale-threes", 0, "three-member clusters for -scale-ones")
+	nospace := flag.Bool("nospace", false, "time NOSPACE alarm -> writable (256 MiB quota) instead")
+	runs := flag.Int("runs", 3, "how many times -nospace fills the cluster")
 	flag.Parse()
-	if err := run(*idle, *heal, *roll, int32(*lost), *ones, *threes); err != nil {
+	if err := run(*idle, *heal, *roll, int32(*lost), *ones, *threes, *nospace, *runs); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int) error {
+func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nospace bool, runs int) error {
 	ctx := context.Background()
 	env, err := framework.Setup()
 	if err != nil {
@@ -59,6 +62,9 @@ func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int) erro
 	defer env.Kubectl(ctx, "delete", "namespace", ns, "--wait=false")
 	if heal {
 		return selfHeal(ctx, env, c, ns)
+	}
+	if nospace {
+		return noSpace(ctx, env, c, ns, runs)
 	}
 	if roll {
 		return rollouts(ctx, env, c, ns)

@@ -35,7 +35,9 @@ type Options struct {
 func Setup(mgr ctrl.Manager, opts Options) error {
 	dialer := opts.Dialer
 	if dialer == nil {
-		dialer = etcd.NewDialer()
+		// Defragmentation and compaction run in the background, so they may
+		// take as long as a large database needs.
+		dialer = etcd.NewDialer(etcd.WithDefragmentTimeout(etcdcluster.MaintenanceCallTimeout))
 	}
 	if err := (&etcdcluster.Reconciler{
 		Client:        mgr.GetClient(),

@@ -170,6 +170,7 @@ func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string) (Endp
 		RaftAppliedIndex: resp.GetRaftAppliedIndex(),
 		DBSize:           resp.GetDbSize(),
 		DBSizeInUse:      resp.GetDbSizeInUse(),
+		DBSizeQuota:      resp.GetDbSizeQuota(),
 		Version:          resp.GetVersion(),
 		IsLearner:        resp.GetIsLearner(),
 		Errors:           slices.Clone(resp.GetErrors()),
@@ -244,10 +245,15 @@ func (c *client) Defragment(ctx context.Context, endpoint string) error {
 }
 
 func (c *client) Compact(ctx context.Context, revision int64) error {
-	return c.balanced(ctx, OpCompact, func(ctx context.Context) error {
-		_, err := c.cli.Compact(ctx, revision)
-		return err
-	})
+	// Waiting for the physical compaction takes as long as freeing the old
+	// revisions does, which on a large database is more than a call's
+	// timeout: it gets the defragmentation's.
+	ctx, cancel := context.WithTimeout(ctx, c.opts.defragTimeout)
+	defer cancel()
+	if _, err := c.cli.Compact(ctx, revision, clientv3.WithCompactPhysical()); err != nil {
+		return &CallError{Op: OpCompact, Err: err}
+	}
+	return nil
 }
 
 // AdvanceLog grants a lease, revokes it, and revokes it again n-2 times. A

@@ -43,7 +43,8 @@ func WithDialTimeout(d time.Duration) Option {
 	return func(o *options) { o.dialTimeout = d }
 }
 
-// WithDefragmentTimeout bounds Defragment, which rewrites the whole database.
+// WithDefragmentTimeout bounds Defragment, which rewrites the whole database,
+// and Compact, which waits for the old revisions to be freed.
 func WithDefragmentTimeout(d time.Duration) Option {
 	return func(o *options) { o.defragTimeout = d }
 }

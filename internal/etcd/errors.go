@@ -184,6 +184,12 @@ func IsCompacted(err error) bool {
 	return isEtcdErr(err, rpctypes.ErrCompacted)
 }
 
+// IsNoSpace: etcd refused a write because the backend quota is exhausted and
+// a NOSPACE alarm is active; reads and deletes still work.
+func IsNoSpace(err error) bool {
+	return isEtcdErr(err, rpctypes.ErrNoSpace)
+}
+
 // IsAuthRequired: auth is enabled and the request carried no usable identity,
 // so the operator must be configured with credentials.
 func IsAuthRequired(err error) bool {
@@ -205,11 +211,13 @@ func IsAuthFailed(err error) bool {
 }
 
 // refusedBeforeProposal are the errors etcd returns before it proposes a
-// request to raft: NoSpace and TooManyRequests are checked ahead of the
-// proposal, the auth errors before the request is looked at, and
-// RequestTooLarge before it is sent.
+// request to raft: TooManyRequests is checked ahead of the proposal, the
+// auth errors before the request is looked at, and RequestTooLarge before it
+// is sent. NoSpace is not among them: etcd returns it both from the quota
+// check ahead of the proposal and after applying a write that took the
+// backend past its quota (the quota applier applies the put, then reports
+// NoSpace and raises the alarm), so the write may well have taken effect.
 var refusedBeforeProposal = []error{
-	rpctypes.ErrNoSpace,
 	rpctypes.ErrTooManyRequests,
 	rpctypes.ErrRequestTooLarge,
 	rpctypes.ErrPermissionDenied,

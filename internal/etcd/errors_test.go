@@ -30,6 +30,7 @@ var classifiers = []struct {
 	{"MemberNotLearner", etcd.IsMemberNotLearner},
 	{"NotSupportedForLearner", etcd.IsNotSupportedForLearner},
 	{"Compacted", etcd.IsCompacted},
+	{"NoSpace", etcd.IsNoSpace},
 	{"AuthRequired", etcd.IsAuthRequired},
 	{"AuthFailed", etcd.IsAuthFailed},
 }
@@ -60,7 +61,9 @@ func TestClassifiers(t *testing.T) {
 		// would be classifying by message after all.
 		{"look-alike text", errors.New(rpctypes.ErrMemberNotFound.Error()), []string{}},
 		{"caller cancelled", context.Canceled, []string{}},
-		{"no space is not unavailable", rpctypes.ErrNoSpace, []string{}},
+		{"no space is not unavailable", rpctypes.ErrNoSpace, []string{"NoSpace"}},
+		{"no space as gRPC status", rpctypes.ErrGRPCNoSpace, []string{"NoSpace"}},
+		{"no space in CallError", &etcd.CallError{Op: "Put", Err: rpctypes.ErrGRPCNoSpace}, []string{"NoSpace"}},
 
 		{"member not found", rpctypes.ErrMemberNotFound, []string{"MemberNotFound"}},
 		{"member not found as gRPC status", rpctypes.ErrGRPCMemberNotFound, []string{"MemberNotFound"}},
@@ -141,9 +144,11 @@ func TestIsRefusedBeforeProposal(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{name: "quota exceeded, as clientv3 returns it", err: rpctypes.ErrNoSpace, want: true},
-		{name: "quota exceeded, as a raw gRPC status", err: rpctypes.ErrGRPCNoSpace, want: true},
-		{name: "quota exceeded, wrapped", err: fmt.Errorf("put: %w", rpctypes.ErrNoSpace), want: true},
+		// etcd also returns it for a write it applied, the one that took the
+		// backend past its quota.
+		{name: "quota exceeded, as clientv3 returns it", err: rpctypes.ErrNoSpace, want: false},
+		{name: "quota exceeded, as a raw gRPC status", err: rpctypes.ErrGRPCNoSpace, want: false},
+		{name: "quota exceeded, wrapped", err: fmt.Errorf("put: %w", rpctypes.ErrNoSpace), want: false},
 		{name: "too many requests", err: rpctypes.ErrGRPCRequestTooManyRequests, want: true},
 		{name: "permission denied", err: rpctypes.ErrPermissionDenied, want: true},
 		{name: "an invalid request", err: status.Error(codes.InvalidArgument, "bad"), want: true},

@@ -74,9 +74,13 @@ type EndpointStatus struct {
 	RaftAppliedIndex uint64
 	DBSize           int64
 	DBSizeInUse      int64
-	Version          string
-	IsLearner        bool
-	Errors           []string
+	// DBSizeQuota is the member's backend quota as it runs, etcd's default
+	// when it was started with none; 0 from releases that do not report it
+	// (3.5).
+	DBSizeQuota int64
+	Version     string
+	IsLearner   bool
+	Errors      []string
 	// Revision is the store revision the member had applied when it answered.
 	Revision int64
 }
@@ -87,6 +91,29 @@ type EndpointStatus struct {
 // anything, so counting it would let a quorum gate pass on a cluster that
 // has none.
 func (s EndpointStatus) Healthy() bool { return len(s.Errors) == 0 && s.LeaderID != 0 }
+
+// HealthyDespiteNoSpace is Healthy, except that an active NOSPACE alarm does
+// not count against the member: it still follows the leader, replicates and
+// serves reads and deletes. alarms are the cluster's active alarms
+// (AlarmList). etcd lists every alarm of the cluster among each member's
+// Status errors, and "no leader" when it follows none; so a member that
+// follows a leader and reports exactly as many errors as there are alarms,
+// all of them NOSPACE, is healthy but for the alarm. Errors are counted, not
+// read: their text is not a stable interface.
+func (s EndpointStatus) HealthyDespiteNoSpace(alarms []Alarm) bool {
+	if s.Healthy() {
+		return true
+	}
+	if s.LeaderID == 0 || len(alarms) == 0 || len(s.Errors) != len(alarms) {
+		return false
+	}
+	for _, a := range alarms {
+		if a.Type != AlarmNoSpace {
+			return false
+		}
+	}
+	return true
+}
 
 // IsLeader reports whether the member believes it is the leader. During a
 // partition a stale leader can still believe this, so compare RaftTerm when
@@ -130,6 +157,10 @@ type Client interface {
 	// Defragment blocks the member while it rewrites its database, so it has
 	// a longer timeout of its own.
 	Defragment(ctx context.Context, endpoint string) error
+	// Compact compacts the key space up to revision and returns once the
+	// old revisions are freed (a physical compaction), so that the space
+	// shows as free in each member's Status; it has the defragmentation's
+	// timeout.
 	Compact(ctx context.Context, revision int64) error
 	// AdvanceLog commits about n raft entries that change nothing anyone
 	// can see, so that every member takes a raft snapshot sooner (see

@@ -52,3 +52,27 @@ func TestIDStringRoundTrip(t *testing.T) {
 	}
 	g.Expect(etcd.Member{ID: 0xabc}.IDString()).To(Equal("0000000000000abc"))
 }
+
+func TestHealthyDespiteNoSpace(t *testing.T) {
+	g := NewWithT(t)
+	noSpace := []etcd.Alarm{{MemberID: 1, Type: etcd.AlarmNoSpace}, {MemberID: 2, Type: etcd.AlarmNoSpace}}
+	corrupt := []etcd.Alarm{{MemberID: 1, Type: etcd.AlarmCorrupt}}
+	two := []string{"memberID:1 alarm:NOSPACE", "memberID:2 alarm:NOSPACE"}
+	cases := []struct {
+		name   string
+		st     etcd.EndpointStatus
+		alarms []etcd.Alarm
+		want   bool
+	}{
+		{"healthy", etcd.EndpointStatus{LeaderID: 1}, nil, true},
+		{"no leader", etcd.EndpointStatus{Errors: []string{"etcdserver: no leader"}}, nil, false},
+		{"NOSPACE alarms only", etcd.EndpointStatus{LeaderID: 1, Errors: two}, noSpace, true},
+		{"NOSPACE and no leader", etcd.EndpointStatus{Errors: append([]string{"etcdserver: no leader"}, two...)}, noSpace, false},
+		{"more errors than alarms", etcd.EndpointStatus{LeaderID: 1, Errors: append([]string{"something else"}, two...)}, noSpace, false},
+		{"alarms not known", etcd.EndpointStatus{LeaderID: 1, Errors: two}, nil, false},
+		{"a CORRUPT alarm counts", etcd.EndpointStatus{LeaderID: 1, Errors: []string{"memberID:1 alarm:CORRUPT"}}, corrupt, false},
+	}
+	for _, tc := range cases {
+		g.Expect(tc.st.HealthyDespiteNoSpace(tc.alarms)).To(Equal(tc.want), tc.name)
+	}
+}

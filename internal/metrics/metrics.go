@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
 
@@ -31,6 +32,7 @@ const (
 	LabelCluster   = "cluster"
 	LabelMember    = "member"
 	LabelReason    = "reason"
+	LabelAlarm     = "alarm"
 )
 
 // Metric names.
@@ -43,6 +45,7 @@ const (
 	ClusterDBSizeName      = "etcd_operator_cluster_db_size_bytes"
 	MemberDBSizeName       = "etcd_operator_member_db_size_bytes"
 	MemberReplacementsName = "etcd_operator_member_replacements_total"
+	ClusterAlarmsName      = "etcd_operator_cluster_alarms"
 	ReconcileErrorsName    = "etcd_operator_cluster_reconcile_errors_total"
 	ReconcileDurationName  = "etcd_operator_cluster_reconcile_duration_seconds"
 	QuorumLostName         = "etcd_operator_cluster_quorum_lost"
@@ -77,7 +80,15 @@ type ClusterObservation struct {
 	// QuorumLost is the QuorumLost condition: the quorum is lost for good,
 	// or a recovery is rebuilding it.
 	QuorumLost bool
+
+	// Alarms counts the active alarms by type (NOSPACE, CORRUPT); nil when
+	// the pass could not tell, which leaves the series as they were.
+	Alarms map[string]int
 }
+
+// AlarmTypes are the alarms whose series start at 0 for every cluster, so
+// that an alert on them needs no absent().
+var AlarmTypes = []string{etcd.AlarmNoSpace, etcd.AlarmCorrupt}
 
 // Recorder owns the collectors and what must be remembered between passes.
 type Recorder struct {
@@ -85,6 +96,7 @@ type Recorder struct {
 	quorumLost                       *prometheus.GaugeVec
 	leaderChanges                    *prometheus.CounterVec
 	clusterDBSize, memberDBSize      *prometheus.GaugeVec
+	alarms                           *prometheus.GaugeVec
 	replacements                     *prometheus.CounterVec
 	reconcileErrors                  *prometheus.CounterVec
 	reconcileDuration                *prometheus.HistogramVec
@@ -132,6 +144,8 @@ func New(reasons ...string) *Recorder {
 			"Largest etcd database size, in bytes, any member reported.", clusterLabels...),
 		memberDBSize: gauge(MemberDBSizeName,
 			"Size of the member's etcd database in bytes, as it reported it.", LabelNamespace, LabelCluster, LabelMember),
+		alarms: gauge(ClusterAlarmsName,
+			"Active etcd alarms of the cluster, by type; a NOSPACE alarm means etcd refuses writes.", LabelNamespace, LabelCluster, LabelAlarm),
 		replacements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MemberReplacementsName,
 			Help: "Members self-heal replaced, by the reason it gave.",
@@ -153,7 +167,7 @@ func New(reasons ...string) *Recorder {
 func (r *Recorder) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		r.desired, r.ready, r.voting, r.learners, r.leaderChanges,
-		r.clusterDBSize, r.memberDBSize, r.replacements,
+		r.clusterDBSize, r.memberDBSize, r.alarms, r.replacements,
 		r.reconcileErrors, r.reconcileDuration, r.quorumLost,
 	}
 }
@@ -190,6 +204,9 @@ func (r *Recorder) state(namespace, name, uid string) *clusterState {
 	r.reconcileErrors.WithLabelValues(namespace, name).Add(0)
 	for _, reason := range r.reasons {
 		r.replacements.WithLabelValues(namespace, name, reason).Add(0)
+	}
+	for _, a := range AlarmTypes {
+		r.alarms.WithLabelValues(namespace, name, a).Set(0)
 	}
 	return st
 }
@@ -237,6 +254,11 @@ func (r *Recorder) ObserveCluster(o ClusterObservation) {
 	} else {
 		r.clusterDBSize.DeleteLabelValues(o.Namespace, o.Cluster)
 	}
+	if o.Alarms != nil {
+		for _, a := range AlarmTypes {
+			r.alarms.WithLabelValues(o.Namespace, o.Cluster, a).Set(float64(o.Alarms[a]))
+		}
+	}
 }
 
 // ObserveReconcile records one reconcile pass of an existing cluster: how
@@ -282,7 +304,7 @@ func (r *Recorder) deleteSeries(namespace, cluster string) {
 	labels := prometheus.Labels{LabelNamespace: namespace, LabelCluster: cluster}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		r.desired, r.ready, r.voting, r.learners, r.leaderChanges,
-		r.clusterDBSize, r.memberDBSize, r.replacements,
+		r.clusterDBSize, r.memberDBSize, r.alarms, r.replacements,
 		r.reconcileErrors, r.reconcileDuration, r.quorumLost,
 	} {
 		v.DeletePartialMatch(labels)

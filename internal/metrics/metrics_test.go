@@ -26,7 +26,7 @@ func observation(leader uint64, sizes map[string]int64) ClusterObservation {
 	return ClusterObservation{
 		Namespace: "demo", Cluster: "example", UID: "uid-1",
 		Desired: 3, Ready: 2, Voting: 2, Learners: 1,
-		LeaderID: leader, MemberDBSizes: sizes,
+		LeaderID: leader, MemberDBSizes: sizes, Alarms: map[string]int{"NOSPACE": 2},
 	}
 }
 
@@ -61,6 +61,10 @@ etcd_operator_cluster_db_size_bytes{cluster="example",namespace="demo"} 300
 etcd_operator_member_db_size_bytes{cluster="example",member="example-a",namespace="demo"} 100
 etcd_operator_member_db_size_bytes{cluster="example",member="example-b",namespace="demo"} 300
 etcd_operator_member_db_size_bytes{cluster="example",member="example-c",namespace="demo"} 200
+# HELP etcd_operator_cluster_alarms Active etcd alarms of the cluster, by type; a NOSPACE alarm means etcd refuses writes.
+# TYPE etcd_operator_cluster_alarms gauge
+etcd_operator_cluster_alarms{alarm="CORRUPT",cluster="example",namespace="demo"} 0
+etcd_operator_cluster_alarms{alarm="NOSPACE",cluster="example",namespace="demo"} 2
 # HELP etcd_operator_member_replacements_total Members self-heal replaced, by the reason it gave.
 # TYPE etcd_operator_member_replacements_total counter
 etcd_operator_member_replacements_total{cluster="example",namespace="demo",reason="DataDirLost"} 0

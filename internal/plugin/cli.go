@@ -108,7 +108,7 @@ var commands = []command{
 	},
 	{
 		name: "defrag", args: "CLUSTER", min: 1, max: 1,
-		summary: "Defragment one member at a time, followers first and the leader last.\nRefuses unless every member answers, no alarm is active and there is a leader.",
+		summary: "Defragment one member at a time in the operator's order: followers first, the leader last,\nafter it hands leadership over. Reports what the operator's rule makes of each member.\nRefuses unless every member answers and there is a leader, and under a CORRUPT alarm; NOSPACE does not stop it.",
 		flags: func(fs *flag.FlagSet, o *options) {
 			fs.DurationVar(&o.timeout, "timeout", DefaultDefragTimeout, "")
 		},

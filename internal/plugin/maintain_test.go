@@ -26,15 +26,14 @@ func TestDefragFollowersFirstLeaderLast(t *testing.T) {
 	g.Expect(w.etcd.Defragmented).To(Equal([]string{
 		w.endpoint("demo-a"), w.endpoint("demo-c"), w.endpoint("demo-d"), w.endpoint("demo-b"),
 	}), "followers and learners by name, then the leader, each through its own tunnel")
-	g.Expect(r.out).To(Equal(`Defragmenting demo-a (follower)...
-  DB size 1.0 MiB -> 1.0 MiB (in use 512.0 KiB -> 512.0 KiB)
-Defragmenting demo-c (follower)...
-  DB size 1.0 MiB -> 1.0 MiB (in use 512.0 KiB -> 512.0 KiB)
-Defragmenting demo-d (learner)...
-  DB size 1.0 MiB -> 1.0 MiB (in use 512.0 KiB -> 512.0 KiB)
-Defragmenting demo-b (leader)...
-  DB size 1.0 MiB -> 1.0 MiB (in use 512.0 KiB -> 512.0 KiB)
-`))
+	g.Expect(w.etcd.MovedLeader).To(Equal([]uint64{w.members["demo-a"].ID}), "leadership moves to a member already done first")
+	notDue := "  the operator's rule: not due: 512.0 KiB of its 1.0 MiB database is free (50%); due at 25% and 64.0 MiB, or at 80% of the quota\n"
+	sizes := "  DB size 1.0 MiB -> 1.0 MiB (in use 512.0 KiB -> 512.0 KiB)\n"
+	g.Expect(r.out).To(Equal("Defragmenting demo-a (follower)...\n" + notDue + sizes +
+		"Defragmenting demo-c (follower)...\n" + notDue + sizes +
+		"Defragmenting demo-d (learner)...\n" + notDue + sizes +
+		"Moving leadership from demo-b to demo-a before defragmenting it...\n" +
+		"Defragmenting demo-b (the leader, until it handed over to demo-a)...\n" + notDue + sizes))
 }
 
 func TestDefragReportsSizesBeforeAndAfter(t *testing.T) {
@@ -53,7 +52,9 @@ func TestDefragReportsSizesBeforeAndAfter(t *testing.T) {
 	})
 	r := w.run("defrag", "demo")
 	g.Expect(r.code).To(Equal(ExitOK), r.err)
-	g.Expect(r.out).To(Equal("Defragmenting demo-a (leader)...\n  DB size 300.0 MiB -> 21.0 MiB (in use 20.0 MiB -> 20.0 MiB)\n"))
+	g.Expect(r.out).To(Equal("Defragmenting demo-a (leader)...\n"+
+		"  the operator's rule: due: 280.0 MiB of its 300.0 MiB database is free (93%)\n"+
+		"  DB size 300.0 MiB -> 21.0 MiB (in use 20.0 MiB -> 20.0 MiB)\n"), "a one-member cluster has nobody to hand over to")
 }
 
 func TestDefragRefusesAnUnhealthyCluster(t *testing.T) {
@@ -63,11 +64,11 @@ func TestDefragRefusesAnUnhealthyCluster(t *testing.T) {
 		message string
 	}{
 		{
-			name: "alarm",
+			name: "corrupt",
 			setup: func(w *world) {
-				w.etcd.RaiseAlarm(etcd.Alarm{MemberID: w.members["demo-c"].ID, Type: etcd.AlarmNoSpace})
+				w.etcd.RaiseAlarm(etcd.Alarm{MemberID: w.members["demo-c"].ID, Type: etcd.AlarmCorrupt})
 			},
-			message: "alarms are active (NOSPACE on demo-c)",
+			message: "etcd raised a CORRUPT alarm on demo-c: the operator neither compacts nor defragments a cluster whose data may be corrupt",
 		},
 		{
 			name:    "member not answering",
@@ -130,7 +131,7 @@ func TestDefragPlan(t *testing.T) {
 		view("m-a", 1, 1), view("m-b", 2, 1), view("m-c", 3, 1),
 		{name: "stray", status: st(9, 1)}, // a Pod that is not a member
 	}}
-	plan, err := defragPlan(snap)
+	plan, _, err := defragPlan(snap)
 	g.Expect(err).NotTo(HaveOccurred())
 	var names []string
 	for _, v := range plan {
@@ -139,15 +140,30 @@ func TestDefragPlan(t *testing.T) {
 	g.Expect(names).To(Equal([]string{"m-b", "m-c", "m-a"}))
 
 	snap.leaderID = 0
-	_, err = defragPlan(snap)
+	_, _, err = defragPlan(snap)
 	g.Expect(err).To(MatchError("no member knows a leader"))
 
 	snap.leaderID = 7
 	for i := range snap.members {
 		snap.members[i].status.LeaderID = 7
 	}
-	_, err = defragPlan(snap)
+	_, _, err = defragPlan(snap)
 	g.Expect(err).To(MatchError("the leader 0000000000000007 is not in the member list"))
+}
+
+func TestDefragGoesAheadUnderNoSpace(t *testing.T) {
+	g := NewWithT(t)
+	w := newWorld(t)
+	w.cluster("demo")
+	w.voter("demo", "demo-a")
+	w.voter("demo", "demo-b")
+	w.etcd.RaiseAlarm(etcd.Alarm{MemberID: w.members["demo-b"].ID, Type: etcd.AlarmNoSpace})
+	r := w.run("defrag", "demo")
+	g.Expect(r.code).To(Equal(ExitOK), r.err)
+	g.Expect(w.etcd.Defragmented).To(HaveLen(2), "defragmenting is how a cluster comes back from NOSPACE")
+	g.Expect(r.out).To(HaveSuffix("NOSPACE is still active on demo-b: etcd takes writes again once it is disarmed (kubectl etcd alarms disarm demo), " +
+		"which the operator does by itself after compacting and defragmenting (spec.maintenance.noSpaceRecovery).\n"))
+	g.Expect(w.etcd.Alarms()).To(HaveLen(1), "the plugin's defrag never disarms")
 }
 
 func TestDefragStopsWhenAMemberFails(t *testing.T) {

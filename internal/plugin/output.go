@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/quorumctl/etcd-operator/internal/maintenance"
 )
 
 // Output formats of -o.
@@ -84,15 +86,4 @@ func orDash(s string) string {
 
 // humanBytes renders n in binary units with one decimal, as etcd's own
 // quota (--quota-backend-bytes) is usually given in powers of two.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func humanBytes(n int64) string { return maintenance.FormatBytes(n) }

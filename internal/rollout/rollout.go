@@ -16,8 +16,14 @@ type Member struct {
 	// Outdated: its template differs from the target.
 	Outdated bool
 	// Replace: the difference cannot be applied in place (a Memory member,
-	// or a change of its volume), so it is replaced rather than restarted.
+	// a new storage class, a volume that cannot grow), so it is replaced
+	// rather than restarted.
 	Replace bool
+	// Expand: its volume must grow to the target size first, which its
+	// StorageClass does online; it restarts on the grown volume after.
+	Expand bool
+	// Resizing: its volume has been asked to grow and has not yet.
+	Resizing bool
 	// Voter, Leader: its place in etcd's membership.
 	Voter  bool
 	Leader bool
@@ -44,6 +50,9 @@ const (
 	// Replace: add a member with the target template to take Member's
 	// place; Member is retired once the new one is a healthy voter.
 	Replace Action = "Replace"
+	// ExpandVolume: ask for Member's volume to grow to the target size,
+	// online; the member keeps running, and is restarted once it has grown.
+	ExpandVolume Action = "ExpandVolume"
 )
 
 // Decision is the rollout's next step.
@@ -87,20 +96,38 @@ func Next(members []Member, o Options) Decision {
 		return wait("waiting for %s", o.Settling)
 	}
 	// A member that is down already costs nothing to restart, and it may be
-	// down for want of what the new template gives it (memory, say).
+	// down for want of what the new template gives it (memory, say). Its
+	// volume grows first, if it must.
 	for _, m := range order(outdated) {
-		if !m.Healthy && !m.Leader && !m.Replace {
-			return Decision{Action: Restart, Member: m.Name}
+		if m.Healthy || m.Leader || m.Replace {
+			continue
 		}
+		switch {
+		case m.Expand:
+			return Decision{Action: ExpandVolume, Member: m.Name}
+		case m.Resizing:
+			return wait("waiting for the volume of %s to grow", m.Name)
+		}
+		return Decision{Action: Restart, Member: m.Name}
 	}
 	if d, ok := gate(members, window); !ok {
 		return d
 	}
+	// One volume grows at a time, like everything else here.
+	for _, m := range order(outdated) {
+		if m.Resizing {
+			return wait("waiting for the volume of %s to grow", m.Name)
+		}
+	}
 	next := order(outdated)[0]
-	if next.Replace {
+	switch {
+	case next.Replace:
 		// The leader is replaced last like any other; handing leadership
 		// over happens when it is retired, once its replacement votes.
 		return Decision{Action: Replace, Member: next.Name}
+	case next.Expand:
+		// Growing a volume online disturbs nobody, the leader included.
+		return Decision{Action: ExpandVolume, Member: next.Name}
 	}
 	if next.Leader && len(members) > 1 {
 		if to, ok := bestUpdated(members); ok {

@@ -17,6 +17,8 @@ func TestNext(t *testing.T) {
 	down := func(m Member) Member { m.Healthy = false; return m }
 	behind := func(m Member) Member { m.Applied = 1; return m }
 	replace := func(m Member) Member { m.Replace = true; return m }
+	expand := func(m Member) Member { m.Expand = true; return m }
+	resizing := func(m Member) Member { m.Resizing = true; return m }
 	cases := []struct {
 		name    string
 		members []Member
@@ -50,6 +52,24 @@ func TestNext(t *testing.T) {
 		{"and the leader last", []Member{lead(replace(voter("a", true))), voter("b", false)}, Options{},
 			Decision{Action: Replace, Member: "a"}},
 		{"a down Memory member is not restarted in place: that would lose its data", []Member{lead(replace(voter("a", true))), down(replace(voter("b", true))), replace(voter("c", true))}, Options{},
+			Decision{Action: Wait, Reason: "waiting for b to be healthy"}},
+		{"a volume that can grow online grows first", []Member{lead(expand(voter("a", true))), expand(voter("b", true))}, Options{},
+			Decision{Action: ExpandVolume, Member: "b"}},
+		{"then the member waits for it", []Member{lead(expand(voter("a", true))), resizing(voter("b", true))}, Options{},
+			Decision{Action: Wait, Reason: "waiting for the volume of b to grow"}},
+		{"and restarts on it once it has grown", []Member{lead(expand(voter("a", true))), voter("b", true)}, Options{},
+			Decision{Action: Restart, Member: "b"}},
+		{"the leader's volume grows before leadership moves", []Member{lead(expand(voter("a", true))), voter("b", false)}, Options{},
+			Decision{Action: ExpandVolume, Member: "a"}},
+		{"and leadership moves once it has grown", []Member{lead(voter("a", true)), voter("b", false)}, Options{},
+			Decision{Action: MoveLeader, Member: "a", To: "b"}},
+		{"a member that is down grows its volume before its restart", []Member{lead(voter("a", true)), down(expand(voter("b", true)))}, Options{},
+			Decision{Action: ExpandVolume, Member: "b"}},
+		{"and waits for it", []Member{lead(voter("a", true)), down(resizing(voter("b", true)))}, Options{},
+			Decision{Action: Wait, Reason: "waiting for the volume of b to grow"}},
+		{"one volume at a time", []Member{lead(voter("a", true)), expand(voter("b", true)), resizing(voter("c", true))}, Options{},
+			Decision{Action: Wait, Reason: "waiting for the volume of c to grow"}},
+		{"the gate holds the next", []Member{lead(expand(voter("a", true))), down(voter("b", false)), expand(voter("c", true))}, Options{},
 			Decision{Action: Wait, Reason: "waiting for b to be healthy"}},
 		{"a replacement in flight", []Member{lead(replace(voter("a", true))), replace(voter("b", true))}, Options{Settling: "b's replacement d to join"},
 			Decision{Action: Wait, Reason: "waiting for b's replacement d to join"}},

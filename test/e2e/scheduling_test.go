@@ -22,6 +22,7 @@ import (
 // zone spread; a user's affinity replaces the default instead of being merged
 // with it; defaultScheduling: Disabled adds nothing.
 func TestSchedulingDefaults(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

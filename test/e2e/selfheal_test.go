@@ -295,6 +295,7 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 // TestSelfHealMemoryMembers: a Memory member whose Pod is deleted lost its
 // data with the Pod; it is replaced and the data survives on the others.
 func TestSelfHealMemoryMembers(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	h := newHealCluster(ctx, t, "heal-mem", func(c *v1alpha1.EtcdCluster) {
@@ -310,6 +311,7 @@ func TestSelfHealMemoryMembers(t *testing.T) {
 // problem; a replacement would start from a snapshot that needs the same
 // memory. It must be left alone past the crash-loop threshold.
 func TestNeverReplacesOOMKilled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	h := newHealCluster(ctx, t, "heal-oom", nil)

@@ -25,6 +25,7 @@ import (
 // TestPauseResume parks a 3-member cluster at replicas 0 and wakes it: the
 // same cluster, the same member, every key.
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -92,6 +93,7 @@ func TestPauseResume(t *testing.T) {
 
 // TestMemoryCluster: members on tmpfs bootstrap, serve, and really are on tmpfs.
 func TestMemoryCluster(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -139,6 +141,7 @@ func TestMemoryCluster(t *testing.T) {
 // TestEtcdVersions: one cluster per supported minor line reaches Available
 // and reports the version it really runs.
 func TestEtcdVersions(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

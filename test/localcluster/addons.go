@@ -29,6 +29,8 @@ type addonValues struct {
 	// per node and none for any other node, so a volume is always on the
 	// disk of the node its Pod was scheduled to.
 	StoragePathMap string
+	// SecondStorageClass names the class of addons/local-path-second.yaml.
+	SecondStorageClass string
 }
 
 func (l Layout) storagePathMap(nodes []Node) (string, error) {
@@ -52,7 +54,8 @@ func applyAddons(ctx context.Context, cfg *rest.Config, values addonValues) erro
 	if err != nil {
 		return fmt.Errorf("failed to create a client: %w", err)
 	}
-	for _, file := range []string{"addons/coredns.yaml", "addons/local-path.yaml"} {
+	values.SecondStorageClass = SecondStorageClass
+	for _, file := range []string{"addons/coredns.yaml", "addons/local-path.yaml", "addons/local-path-second.yaml"} {
 		objs, err := renderManifest(file, values)
 		if err != nil {
 			return err

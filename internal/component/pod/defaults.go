@@ -80,10 +80,7 @@ func optionFlags(m *v1alpha1.EtcdMember) []string {
 	if o == nil {
 		o = &v1alpha1.EtcdOptions{}
 	}
-	quota := defaultQuota(m.Spec.Storage.EffectiveSize())
-	if o.QuotaBackendBytes != nil {
-		quota = *o.QuotaBackendBytes
-	}
+	quota := quotaFlag(m.Spec.MemberTemplate)
 	mode, retention := DefaultAutoCompactionMode, DefaultAutoCompactionRetention
 	if o.AutoCompactionMode != "" {
 		mode = string(o.AutoCompactionMode)
@@ -122,6 +119,30 @@ func optionFlags(m *v1alpha1.EtcdMember) []string {
 		flags = append(flags, "--"+name+"="+settings[name])
 	}
 	return flags
+}
+
+// EtcdDefaultQuotaBytes is the quota etcd runs with when
+// --quota-backend-bytes is 0.
+const EtcdDefaultQuotaBytes = 2 << 30
+
+// QuotaBackendBytes is the backend quota a member built from t runs with:
+// spec.options.quotaBackendBytes, etcd's own default for 0, or else the
+// operator's default, a share of the volume. Maintenance measures members
+// against it, and it follows storage.size: a member that is rolled onto a
+// larger volume is started with the larger default.
+func QuotaBackendBytes(t v1alpha1.MemberTemplate) int64 {
+	if q := quotaFlag(t); q > 0 {
+		return q
+	}
+	return EtcdDefaultQuotaBytes
+}
+
+// quotaFlag is the value of --quota-backend-bytes for a member built from t.
+func quotaFlag(t v1alpha1.MemberTemplate) int64 {
+	if t.Options != nil && t.Options.QuotaBackendBytes != nil {
+		return *t.Options.QuotaBackendBytes
+	}
+	return defaultQuota(t.Storage.EffectiveSize())
 }
 
 func defaultQuota(size resource.Quantity) int64 {

@@ -246,10 +246,15 @@ func container(p Params, ns string) corev1.Container {
 		// kill then restarts that work from scratch and takes another member
 		// out of the quorum. Replacing a member that is really broken is the
 		// operator's job, which can see etcd's side of the story.
+		//
+		// A NOSPACE alarm does not make a member unready: etcd still serves
+		// reads and deletes, and the alarm is the cluster's, so counting it
+		// would empty the client Service of every member at once and turn
+		// refused writes into refused connections.
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{
 				HTTPGet: &corev1.HTTPGetAction{
-					Path:   "/health",
+					Path:   HealthPath,
 					Port:   intstr.FromString("metrics"),
 					Scheme: corev1.URISchemeHTTP,
 				},
@@ -271,6 +276,10 @@ func container(p Params, ns string) corev1.Container {
 		SecurityContext: containerSecurityContext(),
 	}
 }
+
+// HealthPath is the readiness probe's path: etcd's /health, with the
+// NOSPACE alarm excluded (etcd 3.5 and later understand exclude).
+const HealthPath = "/health?exclude=NOSPACE"
 
 // podSecurityContext passes the Pod Security "restricted" profile.
 func podSecurityContext() *corev1.PodSecurityContext {

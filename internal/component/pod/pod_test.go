@@ -364,7 +364,7 @@ func TestBuild_Container(t *testing.T) {
 	}))
 	g.Expect(c.ReadinessProbe).NotTo(BeNil())
 	g.Expect(c.ReadinessProbe.HTTPGet).To(Equal(&corev1.HTTPGetAction{
-		Path: "/health", Port: intstr.FromString("metrics"), Scheme: corev1.URISchemeHTTP,
+		Path: "/health?exclude=NOSPACE", Port: intstr.FromString("metrics"), Scheme: corev1.URISchemeHTTP,
 	}))
 	g.Expect(c.ReadinessProbe.PeriodSeconds).To(BeEquivalentTo(1))
 	g.Expect(c.ReadinessProbe.TimeoutSeconds).To(BeEquivalentTo(2))

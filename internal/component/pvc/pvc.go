@@ -77,7 +77,8 @@ func Build(m *v1alpha1.EtcdMember) *corev1.PersistentVolumeClaim {
 //
 // An existing claim is never updated: its class and access modes are
 // immutable, and growing it is a resize with its own failure modes, not a
-// side effect of reconciling. A claim of that name not controlled by this
+// side effect of reconciling. The rollout grows it, one member at a time,
+// where the StorageClass allows (internal/controller/etcdcluster/volumes.go). A claim of that name not controlled by this
 // member's UID yields a *owner.NotOwnedError.
 func Ensure(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember) (*corev1.PersistentVolumeClaim, error) {
 	desired := Build(m)

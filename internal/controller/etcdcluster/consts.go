@@ -24,3 +24,24 @@ const (
 	endpointTimeout     = 2 * time.Second
 	defaultDeadlineSecs = 600
 )
+
+// Maintenance timings.
+const (
+	// requeueMaintenance is how often a call in flight is looked at.
+	requeueMaintenance = 2 * time.Second
+	// maintenanceTimeout bounds a background maintenance call, and how long
+	// a member marked as being defragmented is spared by self-heal when no
+	// call is in flight (after an operator restart): etcd finishes a
+	// defragmentation it started whether or not its caller waits.
+	maintenanceTimeout = 20 * time.Minute
+	// MaintenanceCallTimeout is the client-side bound of one
+	// defragmentation or compaction, which the operator's dialer is given.
+	MaintenanceCallTimeout = 15 * time.Minute
+	// retryFailedCall is when a failed call of NOSPACE recovery is tried
+	// again; a routine defragmentation that failed waits MinInterval.
+	retryFailedCall = 30 * time.Second
+	// maintDoneBuffer is how many notices of returned calls wait for the
+	// worker; one per cluster at a time, so a few cover most operators.
+	maintDoneBuffer = 64
+	timeRounding    = 100 * time.Millisecond
+)

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -52,6 +53,7 @@ func newHarness(t *testing.T) *harness {
 	scheme := runtime.NewScheme()
 	_ = corev1.AddToScheme(scheme)
 	_ = policyv1.AddToScheme(scheme)
+	_ = storagev1.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	// A plain tracker: the default one keeps managed fields, at a cost per
 	// write that dominates the state-space test, and nothing here applies.

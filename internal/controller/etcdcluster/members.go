@@ -93,8 +93,10 @@ func (r *Reconciler) recordURLs(ctx context.Context, s *scope) error {
 //     replacement (the finalizer's gate), which would deadlock.
 //  5. Promote a started learner; retire a member whose replacement joined.
 //  6. Add a replacement, whose place is already counted.
-//  7. Roll one member to the target template (docs/design/0007).
-//  8. Scale down, then finish a plain pending add, then scale up.
+//  7. Maintenance: wait for a defragmentation in flight, recover from
+//     NOSPACE, or defragment a member that is due (docs/design/0008).
+//  8. Roll one member to the target template (docs/design/0007).
+//  9. Scale down, then finish a plain pending add, then scale up.
 func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.judgeVersion()
 	if res, acted, err := r.reconcileRecovery(ctx, s); acted || err != nil {
@@ -152,6 +154,9 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	}
 	if y := s.pendingReplacement(); y != nil {
 		return r.completeAdd(ctx, s, y)
+	}
+	if res, acted, err := r.reconcileMaintenance(ctx, s); acted || err != nil {
+		return res, err
 	}
 	if res, acted, err := r.reconcileRollout(ctx, s); acted || err != nil {
 		return res, err

@@ -22,6 +22,9 @@ type memo struct {
 	// sightings maps a member (memberKey) to a disagreement with the
 	// quorum first seen on one aspect of its view.
 	sightings map[string]*remediation.Sighting
+	// maint is the cluster's maintenance: the call running in the
+	// background, if any, and what earlier ones left to know.
+	maint maintMemo
 }
 
 // memos holds one memo per cluster, dropped when the cluster goes.
@@ -36,12 +39,22 @@ func (ms *memos) get(c *v1alpha1.EtcdCluster) *memo {
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
 	if mm.uid != c.UID {
+		mm.maint.stop()
 		mm.uid, mm.lastViewCheck, mm.sightings = c.UID, time.Time{}, map[string]*remediation.Sighting{}
+		mm.maint = maintMemo{}
 	}
 	return mm
 }
 
-func (ms *memos) forget(key types.NamespacedName) { ms.m.Delete(key) }
+// forget drops a cluster's memo and stops its maintenance call.
+func (ms *memos) forget(key types.NamespacedName) {
+	if v, ok := ms.m.LoadAndDelete(key); ok {
+		mm := v.(*memo)
+		mm.mu.Lock()
+		defer mm.mu.Unlock()
+		mm.maint.stop()
+	}
+}
 
 // len is the number of clusters remembered, for tests.
 func (ms *memos) len() int {

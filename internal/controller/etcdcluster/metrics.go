@@ -41,5 +41,11 @@ func recordMetrics(s *scope) {
 			}
 		}
 	}
+	if s.etcd.usable() && s.etcd.alarmErr == nil {
+		o.Alarms = map[string]int{}
+		for _, a := range s.etcd.alarms {
+			o.Alarms[a.Type]++
+		}
+	}
 	metrics.ObserveCluster(o)
 }

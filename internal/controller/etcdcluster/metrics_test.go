@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/metrics"
 )
 
@@ -77,6 +78,15 @@ func TestMetrics_FollowTheCluster(t *testing.T) {
 	h.reconcile()
 	g.Expect(get(metrics.LeaderChangesName, nil)).To(Equal(1.0))
 
+	t.Log("an alarm is counted by its type, from zero")
+	g.Expect(get(metrics.ClusterAlarmsName, map[string]string{metrics.LabelAlarm: etcd.AlarmNoSpace})).To(BeZero())
+	h.etcd.RaiseAlarm(etcd.Alarm{MemberID: h.etcd.Members()[0].ID, Type: etcd.AlarmNoSpace})
+	h.reconcile()
+	g.Expect(get(metrics.ClusterAlarmsName, map[string]string{metrics.LabelAlarm: etcd.AlarmNoSpace})).To(Equal(1.0))
+	g.Expect(get(metrics.ClusterAlarmsName, map[string]string{metrics.LabelAlarm: etcd.AlarmCorrupt})).To(BeZero())
+	g.Expect(h.etcd.AlarmDisarm(context.Background(), etcd.Alarm{MemberID: h.etcd.Members()[0].ID, Type: etcd.AlarmNoSpace})).To(Succeed())
+	h.settle()
+
 	t.Log("a replaced member is counted by its reason")
 	h.breakPod("demo-c", "Error", wipedFatal)
 	h.reconcile()
@@ -89,7 +99,7 @@ func TestMetrics_FollowTheCluster(t *testing.T) {
 	h.reconcile()
 	for _, name := range []string{
 		metrics.DesiredMembersName, metrics.ReadyMembersName, metrics.LeaderChangesName,
-		metrics.MemberDBSizeName, metrics.MemberReplacementsName,
+		metrics.MemberDBSizeName, metrics.MemberReplacementsName, metrics.ClusterAlarmsName,
 	} {
 		_, ok := metricValue(t, name, nil)
 		g.Expect(ok).To(BeFalse(), "%s is deleted", name)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
@@ -54,6 +55,9 @@ type Reconciler struct {
 	memos memos
 	// restores keeps restore refusals between passes; see restore.go.
 	restores restoreMemos
+	// maintDone has the cluster looked at as soon as a background
+	// maintenance call returns; nil in tests, which poll.
+	maintDone chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
@@ -104,6 +108,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		updateStatus(s)
 		r.announceStalled(before, cluster)
 		r.announceQuorumLost(before, cluster)
+		r.announceMaintenance(before, cluster)
 		if err := r.patchStatus(ctx, before, cluster); err != nil {
 			reterr = errors.Join(reterr, err)
 		}
@@ -113,6 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.reconcileServices,
 		r.syncMemberStatus,
 		r.reconcilePDB,
+		r.observeMaintenance,
 		r.reconcileMembership,
 	})
 	return soonest(result, untilDeadline(s)), nil
@@ -180,8 +186,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}); err != nil {
 		return fmt.Errorf("failed to index EtcdMembers by node: %w", err)
 	}
+	r.maintDone = make(chan event.GenericEvent, maintDoneBuffer)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.maintDone, &handler.EnqueueRequestForObject{})).
 		Owns(&v1alpha1.EtcdMember{}).
 		Owns(&corev1.Service{}).
 		Owns(&batchv1.Job{}).

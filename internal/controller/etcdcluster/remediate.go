@@ -50,8 +50,9 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 			OthersHealthy: s.othersHealthy(m.Name),
 			Node:          remediation.Node(node, s.nodes[node], podRunningOn(p, node), remediation.UnschedulableSince(p)),
 			NodeLostAfter: s.cluster.Spec.SelfHeal.NodeLostAfter(),
-			// A rollout restarted it and it has not been healthy since.
-			InMaintenance: m.Status.RolledAt != nil,
+			// A rollout restarted it and it has not been healthy since, or
+			// it is being defragmented.
+			InMaintenance: m.Status.RolledAt != nil || r.inMaintenance(s, m),
 		}
 		em, listed := s.inEtcd(m)
 		if listed {

@@ -24,14 +24,6 @@ func (s *scope) outdated(m *v1alpha1.EtcdMember) bool {
 	return !equality.Semantic.DeepEqual(m.Spec.MemberTemplate, s.cluster.Status.Observed.MemberTemplate)
 }
 
-// replacedInPlace: the member can take the target template by restarting
-// its Pod on its own volume. A Memory member's data goes with its Pod, and a
-// different volume is a different member.
-func (s *scope) restartableInPlace(m *v1alpha1.EtcdMember) bool {
-	t := s.cluster.Status.Observed.MemberTemplate
-	return m.Spec.Storage.Medium != v1alpha1.StorageMediumMemory && equality.Semantic.DeepEqual(m.Spec.Storage, t.Storage)
-}
-
 // healthyMember: ready, answering, and following the quorum's leader.
 func (s *scope) healthyMember(m *v1alpha1.EtcdMember) bool {
 	em, ok := s.inEtcd(m)
@@ -108,10 +100,19 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 	}
 	leader := s.quorumView().LeaderID
 	var ms []rollout.Member
+	volumes := map[string]volumeChange{}
 	for _, m := range counted {
 		em, listed := s.inEtcd(m)
+		var vc volumeChange
+		if s.outdated(m) {
+			var err error
+			if vc, err = r.volumeChangeOf(ctx, s, m); err != nil {
+				return ctrl.Result{}, true, err
+			}
+			volumes[m.Name] = vc
+		}
 		rm := rollout.Member{
-			Name: m.Name, Outdated: s.outdated(m), Replace: !s.restartableInPlace(m),
+			Name: m.Name, Outdated: s.outdated(m), Replace: vc.replace, Expand: vc.expand, Resizing: vc.resizing,
 			Voter: listed && !em.IsLearner, Leader: listed && em.ID == leader, Healthy: s.healthyMember(m),
 		}
 		if listed {
@@ -166,11 +167,14 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 			m.Name, m.Spec.Version, updated, len(ms))
 		s.setProgress(v1alpha1.RollingUpdateReason, "restarting member %s with the new template (%d of %d members updated)", m.Name, updated, len(ms))
 		return ctrl.Result{}, true, nil
+	case rollout.ExpandVolume:
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, true, r.expandVolume(ctx, s, s.member(d.Member))
 	case rollout.Replace:
 		m := s.member(d.Member)
 		if exists, err := r.replacementExists(ctx, s, m.Name); err != nil || exists {
 			return ctrl.Result{RequeueAfter: requeueSoon}, true, err
 		}
+		r.noteReplacedVolume(s, m, volumes[m.Name].why)
 		y, err := r.createMember(ctx, s, newMember{template: s.cluster.Status.Observed.MemberTemplate, replaces: m.Name})
 		if err != nil {
 			return ctrl.Result{}, true, err

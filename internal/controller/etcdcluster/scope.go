@@ -63,6 +63,8 @@ type scope struct {
 	versionRefused *etcdversion.Refusal
 	// restoreRefusal is why a restore from a snapshot is refused, if it is.
 	restoreRefusal *progress
+	// maint is what maintenance observed and decided this pass.
+	maint maintState
 }
 
 type progress struct {
@@ -89,14 +91,21 @@ type etcdView struct {
 	// ownLists are members' own (serializable) member lists, read at most
 	// every viewCheckInterval, for the divergence check.
 	ownLists map[uint64]*etcd.MemberList
+	// alarms are the cluster's active alarms, read when a member reports
+	// errors; alarmErr says why they are not known.
+	alarms   []etcd.Alarm
+	alarmErr error
 }
 
 type memberHealth struct {
 	status etcd.EndpointStatus
 	err    error
+	// alarms are the cluster's, which a NOSPACE alarm among does not make
+	// the member unhealthy: it still replicates and serves reads.
+	alarms []etcd.Alarm
 }
 
-func (h memberHealth) ok() bool { return h.err == nil && h.status.Healthy() }
+func (h memberHealth) ok() bool { return h.err == nil && h.status.HealthyDespiteNoSpace(h.alarms) }
 
 // usable: etcd answered linearizably; membership may be changed.
 func (v etcdView) usable() bool { return v.inspected && v.err == nil }
@@ -357,6 +366,7 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
 			return view
 		}
 	}
+	parent := ctx
 	ctx, cancel = context.WithTimeout(ctx, endpointTimeout)
 	defer cancel()
 	// One Status call per started member, concurrently, each writing its
@@ -376,13 +386,37 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
 		}()
 	}
 	wg.Wait()
+	view.alarms, view.alarmErr = readAlarms(parent, c, view, results)
 	for i, m := range view.list.Members {
+		results[i].alarms = view.alarms
 		view.health[m.ID] = results[i]
 	}
 	if r.memos.get(s.cluster).viewCheckDue(s.now) {
 		view.ownLists = ownMemberLists(ctx, c, view)
 	}
 	return view
+}
+
+// readAlarms lists the cluster's alarms when a member that follows a leader
+// reports errors: etcd lists every active alarm in each member's Status, so
+// with none reported there is none, and a healthy cluster costs no extra
+// request. Without a quorum the list (a raft request) cannot be answered.
+func readAlarms(ctx context.Context, c etcd.Client, view etcdView, results []memberHealth) ([]etcd.Alarm, error) {
+	if view.degraded {
+		return nil, nil
+	}
+	for _, h := range results {
+		if h.err == nil && h.status.LeaderID != 0 && len(h.status.Errors) > 0 {
+			ctx, cancel := context.WithTimeout(ctx, quorumReadTimeout)
+			defer cancel()
+			alarms, err := c.AlarmList(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("failed to list etcd's alarms: %w", err)
+			}
+			return alarms, nil
+		}
+	}
+	return nil, nil
 }
 
 // ownMemberLists asks each started member for its own view of the membership.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/owner"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
+	"github.com/quorumctl/etcd-operator/internal/maintenance"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 )
 
@@ -30,6 +32,7 @@ func updateStatus(s *scope) {
 	setQuorumLost(s)
 	setAvailable(s)
 	setMembersHealthy(s)
+	setMaintenance(s)
 	setProgressing(s)
 	setReady(s)
 	setKstatus(s)
@@ -217,6 +220,10 @@ func setReady(s *scope) {
 		return
 	}
 	switch {
+	case noSpace(s):
+		// Every member may be up, but the cluster refuses writes.
+		c := meta.FindStatusCondition(s.cluster.Status.Conditions, v1alpha1.MaintenanceCondition)
+		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, c.Reason, c.Message)
 	case s.reached && specMatchesObserved(s.cluster) && s.desiredReplicas() == 0:
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.PausedReason,
 			"paused at replicas 0, as the spec asks")
@@ -239,6 +246,9 @@ func phaseFailure(s *scope) (string, string, bool) {
 	}
 	if why, failed := s.rolloutFailure(); failed {
 		return v1alpha1.RolloutFailedReason, why + "; fix spec or set it back, and the member is rolled back first", true
+	}
+	if reason, msg, active := maintenanceCondition(s); active && stalls[reason] {
+		return reason, msg, true
 	}
 	for _, err := range s.phaseErrs {
 		var notOwned *owner.NotOwnedError
@@ -287,6 +297,7 @@ func stalledBy(s *scope) string {
 // failure rather than work in progress.
 var stalls = map[string]bool{
 	v1alpha1.ObjectNotOwnedReason: true, v1alpha1.VersionChangeRefusedReason: true, v1alpha1.RolloutFailedReason: true,
+	v1alpha1.NoSpaceOverQuotaReason: true, v1alpha1.NoSpaceRecoveryDisabledReason: true, v1alpha1.CorruptAlarmReason: true,
 }
 
 // stalledMessage says what the target is and what it is stuck on.
@@ -386,3 +397,74 @@ func setQuorumLost(s *scope) {
 		setCondition(s, v1alpha1.QuorumLostCondition, metav1.ConditionFalse, v1alpha1.MembersUnreachableReason, quorumLostMessage(s, s.loss))
 	}
 }
+
+// setMaintenance reports defragmentation and NOSPACE recovery: what is due,
+// under way, or stuck.
+func setMaintenance(s *scope) {
+	reason, msg, active := maintenanceCondition(s)
+	status := metav1.ConditionFalse
+	switch {
+	case active:
+		status = metav1.ConditionTrue
+	case reason == v1alpha1.EtcdUnreachableReason:
+		status = metav1.ConditionUnknown
+	}
+	setCondition(s, v1alpha1.MaintenanceCondition, status, reason, msg)
+}
+
+// maintenanceCondition is the Maintenance condition's reason and message,
+// and whether it is True: maintenance is due, under way, or stuck.
+func maintenanceCondition(s *scope) (string, string, bool) {
+	m, d := s.maint, s.maint.decision
+	switch {
+	case m.running != nil && m.running.noSpace:
+		return v1alpha1.NoSpaceRecoveringReason, fmt.Sprintf("etcd raised NOSPACE on %s and refuses writes until it is disarmed; %s",
+			strings.Join(m.alarms.NoSpace, ", "), describeJob(m.running)), true
+	case m.running != nil:
+		return v1alpha1.DefragmentingReason, describeJob(m.running), true
+	case m.disarmed:
+		return v1alpha1.MaintenanceIdleReason, "NOSPACE is disarmed: the cluster takes writes again", false
+	case !m.decided && s.cluster.ClusterFormed() && !s.etcd.usable():
+		return v1alpha1.EtcdUnreachableReason, fmt.Sprintf("no member answered: %v", s.etcd.err), false
+	case !m.decided:
+		return v1alpha1.MaintenanceIdleReason, "nothing to maintain: the cluster has not formed, or is paused", false
+	}
+	switch d.Action {
+	case maintenance.Blocked:
+		return v1alpha1.CorruptAlarmReason, d.Reason, true
+	case maintenance.RecoveryOff:
+		return v1alpha1.NoSpaceRecoveryDisabledReason, d.Reason, true
+	case maintenance.OverQuota:
+		return v1alpha1.NoSpaceOverQuotaReason, d.Reason, true
+	}
+	switch {
+	case d.NoSpace:
+		return v1alpha1.NoSpaceRecoveringReason, d.Reason, true
+	case m.scheduleErr != nil:
+		return v1alpha1.InvalidDefragScheduleReason, fmt.Sprintf("spec.maintenance.defrag.schedule: %v; no member is defragmented until it is fixed (NOSPACE recovery still runs)", m.scheduleErr), true
+	case m.interrupted != "":
+		return v1alpha1.DefragmentingReason, fmt.Sprintf("waiting for %s, whose defragmentation was interrupted, to answer again", m.interrupted), true
+	case d.Action == maintenance.Defragment:
+		return v1alpha1.DefragmentingReason, fmt.Sprintf("defragmenting %s: %s", d.Member, d.Reason), true
+	case d.Action == maintenance.MoveLeader:
+		return v1alpha1.DefragmentingReason, fmt.Sprintf("moving leadership from %s to %s before defragmenting it", d.Member, d.To), true
+	case d.Action == maintenance.Wait:
+		return v1alpha1.DefragDueReason, d.Reason, true
+	case !s.cluster.Spec.Maintenance.Defrag.On():
+		return v1alpha1.DefragDisabledReason, d.Reason, false
+	}
+	msg := "no member is due for defragmentation; " + ruleText(maintenance.RuleOf(s.cluster.Spec.Maintenance.Defrag))
+	if st := s.cluster.Status.Maintenance; st != nil && st.LastDefragTime != nil {
+		msg += "; last defragmentation " + st.LastDefragTime.UTC().Format(time.RFC3339)
+	}
+	return v1alpha1.MaintenanceIdleReason, msg, false
+}
+
+// ruleText says when a member is due, in words.
+func ruleText(r maintenance.Rule) string {
+	return fmt.Sprintf("one is when %d%% of its database file, and at least %s, is free, or when the file reaches %d%% of its quota",
+		r.FreePercent, maintenance.FormatBytes(r.MinReclaim), r.QuotaPercent)
+}
+
+// noSpace: a NOSPACE alarm is active and was not disarmed this pass.
+func noSpace(s *scope) bool { return len(s.maint.alarms.NoSpace) > 0 && !s.maint.disarmed }

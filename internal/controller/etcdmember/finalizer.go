@@ -197,8 +197,12 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 // healthyVoters asks every started voter for its status at once, each with
 // its own short deadline: a member on a lost node does not answer at all,
 // and must not use up the time the removal itself needs.
+//
+// A NOSPACE alarm does not make a voter unhealthy: the alarm is the
+// cluster's, listed by every member, and a removal under it (the old member
+// of a replacement onto a larger volume, say) is as safe as any other.
 func healthyVoters(ctx context.Context, c etcd.Client, list etcd.MemberList) map[uint64]bool {
-	results := make([]bool, len(list.Members))
+	statuses := make([]*etcd.EndpointStatus, len(list.Members))
 	var wg sync.WaitGroup
 	for i, v := range list.Members {
 		if v.IsLearner || len(v.ClientURLs) == 0 {
@@ -209,14 +213,24 @@ func healthyVoters(ctx context.Context, c etcd.Client, list etcd.MemberList) map
 			defer wg.Done()
 			callCtx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
-			st, err := c.Status(callCtx, v.ClientURLs[0])
-			results[i] = err == nil && st.Healthy()
+			if st, err := c.Status(callCtx, v.ClientURLs[0]); err == nil {
+				statuses[i] = &st
+			}
 		}()
 	}
 	wg.Wait()
+	var alarms []etcd.Alarm
+	for _, st := range statuses {
+		if st != nil && !st.Healthy() && st.LeaderID != 0 {
+			callCtx, cancel := context.WithTimeout(ctx, statusTimeout)
+			alarms, _ = c.AlarmList(callCtx)
+			cancel()
+			break
+		}
+	}
 	out := map[uint64]bool{}
 	for i, v := range list.Members {
-		out[v.ID] = results[i]
+		out[v.ID] = statuses[i] != nil && statuses[i].HealthyDespiteNoSpace(alarms)
 	}
 	return out
 }

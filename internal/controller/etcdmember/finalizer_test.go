@@ -92,6 +92,25 @@ func TestFinalizer_QuorumGateHoldsTheMember(t *testing.T) {
 	f.g.Expect(res.RequeueAfter).To(BeNumerically(">", time.Duration(0)))
 }
 
+// A NOSPACE alarm is the cluster's, listed by every member; it must not hold
+// back the removal that ends a replacement onto a larger volume.
+func TestFinalizer_NoSpaceDoesNotCountAgainstTheVoters(t *testing.T) {
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	for _, m := range f.etcd.Members() {
+		f.etcd.RaiseAlarm(etcd.Alarm{MemberID: m.ID, Type: etcd.AlarmNoSpace})
+	}
+	victim := f.etcd.Members()[2]
+	f.deleteAndReconcile("demo-c")
+	f.g.Expect(f.etcd.Removed).To(Equal([]uint64{victim.ID}))
+}
+
+func TestFinalizer_ACorruptAlarmDoes(t *testing.T) {
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	f.etcd.RaiseAlarm(etcd.Alarm{MemberID: f.etcd.Members()[0].ID, Type: etcd.AlarmCorrupt})
+	f.deleteAndReconcile("demo-c")
+	f.g.Expect(f.etcd.Removed).To(BeEmpty())
+}
+
 func TestFinalizer_SkipsEtcdWhenClusterIsDeleting(t *testing.T) {
 	f := newFixture(t, true, "demo-a", "demo-b")
 	f.deleteAndReconcile("demo-b")

@@ -284,6 +284,7 @@ func (c *Client) Status(ctx context.Context, endpoint string) (etcd.EndpointStat
 	if err != nil {
 		return etcd.EndpointStatus{}, fail(etcd.OpStatus, endpoint, err)
 	}
+	u := f.usageOf(endpoint)
 	st := etcd.EndpointStatus{
 		Endpoint:         endpoint,
 		MemberID:         m.ID,
@@ -293,15 +294,16 @@ func (c *Client) Status(ctx context.Context, endpoint string) (etcd.EndpointStat
 		RaftIndex:        uint64(f.revision),
 		RaftAppliedIndex: uint64(f.revision),
 		Revision:         f.revision,
-		DBSize:           1 << 20,
-		DBSizeInUse:      1 << 19,
+		DBSize:           u.DBSize,
+		DBSizeInUse:      u.InUse,
+		DBSizeQuota:      u.Quota,
 		Version:          f.version,
 		IsLearner:        m.IsLearner,
 	}
+	// Alarms are the cluster's, replicated through raft: every member
+	// lists all of them, whoever raised them.
 	for _, a := range f.alarms {
-		if a.MemberID == m.ID {
-			st.Errors = append(st.Errors, fmt.Sprintf("memberID:%d alarm:%s", a.MemberID, a.Type))
-		}
+		st.Errors = append(st.Errors, fmt.Sprintf("memberID:%d alarm:%s", a.MemberID, a.Type))
 	}
 	return st, nil
 }
@@ -386,6 +388,10 @@ func (c *Client) Defragment(ctx context.Context, endpoint string) error {
 	defer f.mu.Unlock()
 	if _, err := c.reach(endpoint); err != nil {
 		return fail(etcd.OpDefragment, endpoint, err)
+	}
+	if u, ok := f.usage[endpoint]; ok {
+		u.DBSize = u.InUse
+		f.usage[endpoint] = u
 	}
 	f.Defragmented = append(f.Defragmented, endpoint)
 	return nil

@@ -72,6 +72,7 @@ type Fake struct {
 	statuses    map[string]etcd.EndpointStatus
 	listsAt     map[string]etcd.MemberList
 	alarms      []etcd.Alarm
+	usage       map[string]Usage
 	revision    int64
 	compactRev  int64
 	failNext    map[string][]error
@@ -112,6 +113,7 @@ func New() *Fake {
 		endpointErr: map[string]error{},
 		statuses:    map[string]etcd.EndpointStatus{},
 		listsAt:     map[string]etcd.MemberList{},
+		usage:       map[string]Usage{},
 		failNext:    map[string][]error{},
 		hooks:       map[string]Hook{},
 	}
@@ -254,6 +256,36 @@ func (f *Fake) SetMemberListAt(endpoint string, list etcd.MemberList) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listsAt[endpoint] = cloneList(list)
+}
+
+// Usage is a member's database as Status reports it.
+type Usage struct {
+	DBSize, InUse, Quota int64
+}
+
+// DefaultUsage is what Status reports of a member whose usage was not set.
+var DefaultUsage = Usage{DBSize: 1 << 20, InUse: 1 << 19}
+
+// SetUsage sets what Status on endpoint reports of its database and quota.
+// Defragment then shrinks the file to what is in use, as etcd does.
+func (f *Fake) SetUsage(endpoint string, u Usage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.usage[endpoint] = u
+}
+
+// UsageOf is what Status on endpoint reports of its database now.
+func (f *Fake) UsageOf(endpoint string) Usage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.usageOf(endpoint)
+}
+
+func (f *Fake) usageOf(endpoint string) Usage {
+	if u, ok := f.usage[endpoint]; ok {
+		return u
+	}
+	return DefaultUsage
 }
 
 // RaiseAlarm adds an active alarm.

@@ -392,6 +392,13 @@ func TestAlarmsAndCompaction(t *testing.T) {
 	g.Expect(f.Compacted).To(Equal([]int64{50}))
 	g.Expect(c.Defragment(ctx, client1)).To(Succeed())
 	g.Expect(f.Defragmented).To(Equal([]string{client1}))
+
+	f.SetUsage(client1, etcdfake.Usage{DBSize: 300 << 20, InUse: 100 << 20, Quota: 2 << 30})
+	st, err = c.Status(ctx, client1)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int64{st.DBSize, st.DBSizeInUse, st.DBSizeQuota}).To(Equal([]int64{300 << 20, 100 << 20, 2 << 30}))
+	g.Expect(c.Defragment(ctx, client1)).To(Succeed())
+	g.Expect(f.UsageOf(client1)).To(Equal(etcdfake.Usage{DBSize: 100 << 20, InUse: 100 << 20, Quota: 2 << 30}), "defragmenting shrinks the file to what is in use")
 }
 
 func TestFakeAsClient(t *testing.T) {

@@ -1,0 +1,483 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/test/e2e/framework"
+	"github.com/quorumctl/etcd-operator/test/etcdload"
+	"github.com/quorumctl/etcd-operator/test/linearizability"
+	"github.com/quorumctl/etcd-operator/test/localcluster"
+)
+
+// maintained is a test's cluster and what it needs to look at it.
+type maintained struct {
+	t    *testing.T
+	g    *WithT
+	c    client.Client
+	ns   string
+	name string
+}
+
+func newMaintained(ctx context.Context, t *testing.T, prefix string, spec v1alpha1.EtcdClusterSpec) *maintained {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
+	c, err := env.Client()
+	g.Expect(err).NotTo(HaveOccurred())
+	m := &maintained{t: t, g: g, c: c, ns: env.CreateNamespace(t, prefix), name: prefix}
+	spec.Replicas = ptr.To[int32](3)
+	g.Expect(c.Create(ctx, &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.ns}, Spec: spec})).To(Succeed())
+	_, err = framework.WaitForClusterReady(ctx, c, m.ns, m.name, 5*time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	return m
+}
+
+func (m *maintained) cluster(ctx context.Context) *v1alpha1.EtcdCluster {
+	m.t.Helper()
+	cl := &v1alpha1.EtcdCluster{}
+	m.g.Expect(m.c.Get(ctx, types.NamespacedName{Namespace: m.ns, Name: m.name}, cl)).To(Succeed())
+	return cl
+}
+
+func (m *maintained) condition(ctx context.Context, t string) metav1.Condition {
+	m.t.Helper()
+	c := meta.FindStatusCondition(m.cluster(ctx).Status.Conditions, t)
+	m.g.Expect(c).NotTo(BeNil(), "condition %s", t)
+	return *c
+}
+
+func (m *maintained) endpoints(ctx context.Context) []string {
+	m.t.Helper()
+	eps, err := env.MemberEndpoints(ctx, m.ns, m.name)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	return eps
+}
+
+// statuses asks each member about itself, by endpoint.
+func (m *maintained) statuses(ctx context.Context) map[string]etcd.EndpointStatus {
+	m.t.Helper()
+	eps := m.endpoints(ctx)
+	c, err := etcd.NewDialer().Dial(ctx, eps)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	defer c.Close()
+	out := map[string]etcd.EndpointStatus{}
+	for _, ep := range eps {
+		st, err := c.Status(ctx, ep)
+		m.g.Expect(err).NotTo(HaveOccurred(), "status of %s", ep)
+		out[ep] = st
+	}
+	return out
+}
+
+// leader names the member that leads now.
+func (m *maintained) leader(ctx context.Context) string {
+	m.t.Helper()
+	statuses := m.statuses(ctx)
+	for _, s := range m.cluster(ctx).Status.Members {
+		for _, st := range statuses {
+			if st.IsLeader() && etcd.FormatMemberID(st.MemberID) == s.ID {
+				return s.Name
+			}
+		}
+	}
+	m.t.Fatal("no member leads")
+	return ""
+}
+
+// events are the cluster's Events of the given reasons, oldest first.
+func (m *maintained) events(ctx context.Context, reasons ...string) []eventsv1.Event {
+	m.t.Helper()
+	list, err := env.Clientset.EventsV1().Events(m.ns).List(ctx, metav1.ListOptions{})
+	m.g.Expect(err).NotTo(HaveOccurred())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if slices.Contains(reasons, e.Reason) {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	return out
+}
+
+// watchConditions records every reason the Maintenance condition shows
+// until ctx ends.
+func (m *maintained) watchConditions(ctx context.Context) func() []string {
+	var mu sync.Mutex
+	var seen []string
+	go func() {
+		for ctx.Err() == nil {
+			cl := &v1alpha1.EtcdCluster{}
+			if err := m.c.Get(ctx, types.NamespacedName{Namespace: m.ns, Name: m.name}, cl); err == nil {
+				if c := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.MaintenanceCondition); c != nil {
+					mu.Lock()
+					if len(seen) == 0 || seen[len(seen)-1] != c.Reason {
+						seen = append(seen, c.Reason)
+					}
+					mu.Unlock()
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
+
+// TestMaintenance_DefragmentsAFragmentedClusterByItself leaves more than
+// 64 MiB of each member's database free; the operator must defragment every
+// member by itself, followers before the leader, while a writer sees no
+// failure beyond the one leader move.
+func TestMaintenance_DefragmentsAFragmentedClusterByItself(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	m := newMaintained(ctx, t, "defrag", v1alpha1.EtcdClusterSpec{})
+	eps := m.endpoints(ctx)
+	cli, err := etcdload.Dial(eps...)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	defer cli.Close()
+	live, err := etcdload.Fragment(ctx, cli, "frag", 160<<20, 128<<10)
+	m.g.Expect(err).NotTo(HaveOccurred())
+
+	w, err := linearizability.Start(linearizability.Config{Endpoints: eps, CallTimeout: 10 * time.Second})
+	m.g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+	writer, err := etcdload.StartWriter(eps, 50*time.Millisecond, 10*time.Second)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	defer writer.Stop()
+	leader := m.leader(ctx)
+	t.Log("compacting the history: the free space is now inside each member's file")
+	m.g.Expect(etcdload.Compact(ctx, cli)).To(Succeed())
+	_, err = etcdload.WaitWritable(ctx, cli, "after-compaction", 100*time.Millisecond)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	before := m.statuses(ctx)
+
+	m.g.Eventually(func() int { return len(m.events(ctx, "MemberDefragmented")) }).
+		WithTimeout(5*time.Minute).WithPolling(time.Second).Should(Equal(3), "every member is defragmented once")
+	report, err := w.Stop().Check(linearizability.CheckOptions{VisualizationPath: filepath.Join(t.ArtifactDir(), "defrag-history.html")})
+	m.g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("workload: %s", report)
+	m.g.Expect(report.Err()).NotTo(HaveOccurred())
+	m.g.Expect(report.Acknowledged).To(BeNumerically(">", 0))
+	moves := m.events(ctx, "LeaderMoved")
+	m.g.Expect(moves).To(HaveLen(1), "leadership moved once, away from the leader before its turn")
+	failures, written := writer.Stop()
+	t.Logf("writer: %d writes, %d failed", written, len(failures))
+	m.g.Expect(written).To(BeNumerically(">", 0))
+	moved := moves[0].EventTime.Time
+	for _, f := range failures {
+		// The Event is recorded once MoveLeader has returned; a write in
+		// flight during the handover returns around it.
+		m.g.Expect(f.At).To(BeTemporally("~", moved, 10*time.Second),
+			"a write through %s failed at %s, away from the leader move at %s: %v", f.Endpoint, f.At, moved, f.Err)
+	}
+
+	done := m.events(ctx, "MemberDefragmented")
+	m.g.Expect(done[2].Note).To(HavePrefix("Defragmented member "+leader+" (the leader, until it handed over to "), "the leader last")
+	for _, e := range done[:2] {
+		m.g.Expect(e.Note).To(ContainSubstring("(follower)"))
+		m.g.Expect(e.Note).To(MatchRegexp(`: \d+\.\d MiB reclaimed, database`), "the Event says what was given back")
+	}
+	after := m.statuses(ctx)
+	for ep, st := range after {
+		m.g.Expect(st.DBSize).To(BeNumerically("<", before[ep].DBSize/2), "%s's file shrinks (%d from %d)", ep, st.DBSize, before[ep].DBSize)
+	}
+	cl := m.cluster(ctx)
+	m.g.Expect(cl.Status.Maintenance).NotTo(BeNil())
+	m.g.Expect(cl.Status.Maintenance.LastDefragTime).NotTo(BeNil())
+	m.g.Eventually(func() string { return m.condition(ctx, v1alpha1.MaintenanceCondition).Reason }).
+		WithTimeout(time.Minute).Should(Equal(v1alpha1.MaintenanceIdleReason))
+	m.g.Expect(etcdload.Verify(ctx, cli, live)).To(Succeed())
+}
+
+// TestMaintenance_RecoversFromNoSpaceByItself fills a cluster with a 64 MiB
+// quota until NOSPACE, a third of what was written deleted but not
+// compacted; the operator must return it to writable with every live key,
+// and say so in its condition and Events.
+func TestMaintenance_RecoversFromNoSpaceByItself(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	m := newMaintained(ctx, t, "nospace", v1alpha1.EtcdClusterSpec{MemberTemplate: v1alpha1.MemberTemplate{
+		Options: &v1alpha1.EtcdOptions{QuotaBackendBytes: ptr.To[int64](64 << 20)}}})
+	eps := m.endpoints(ctx)
+	cli, err := etcdload.Dial(eps...)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	defer cli.Close()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	seen := m.watchConditions(watchCtx)
+	live, err := etcdload.Fill(ctx, cli, "fill", 64<<10, 3)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	raised := time.Now()
+	t.Logf("NOSPACE after %d live keys", live.Count)
+
+	_, err = etcdload.WaitWritable(ctx, cli, "after", 200*time.Millisecond)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("NOSPACE -> writable in %s", time.Since(raised).Round(100*time.Millisecond))
+	for _, ep := range eps {
+		one, err := etcdload.Dial(ep)
+		m.g.Expect(err).NotTo(HaveOccurred())
+		m.g.Expect(etcdload.Verify(ctx, one, live)).To(Succeed(), "every live key on %s", ep)
+		one.Close()
+	}
+	m.g.Eventually(func() *metav1.Time {
+		if st := m.cluster(ctx).Status.Maintenance; st != nil {
+			return st.LastNoSpaceRecoveryTime
+		}
+		return nil
+	}).WithTimeout(time.Minute).ShouldNot(BeNil())
+	stopWatch()
+	m.g.Expect(seen()).To(ContainElement(v1alpha1.NoSpaceRecoveringReason), "the condition said what was going on")
+
+	warned := m.events(ctx, "NoSpace")
+	m.g.Expect(warned).NotTo(BeEmpty())
+	m.g.Expect(warned[0].Type).To(Equal(corev1.EventTypeWarning))
+	m.g.Expect(warned[0].Note).To(ContainSubstring("refuses writes"))
+	m.g.Expect(m.events(ctx, "Compacted")).NotTo(BeEmpty())
+	m.g.Expect(m.events(ctx, "MemberDefragmented")).To(HaveLen(3), "every member once")
+	recovered := m.events(ctx, "NoSpaceRecovered")
+	m.g.Expect(recovered).To(HaveLen(1))
+	m.g.Expect(recovered[0].Note).To(ContainSubstring("the cluster takes writes again"))
+}
+
+// TestMaintenance_NoSpaceWithLiveDataOverTheQuota fills a cluster with live
+// keys only: the operator cannot make room without deleting, which it never
+// does. The condition must name the remedy; raising the quota then brings
+// the cluster back.
+func TestMaintenance_NoSpaceWithLiveDataOverTheQuota(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	m := newMaintained(ctx, t, "overquota", v1alpha1.EtcdClusterSpec{MemberTemplate: v1alpha1.MemberTemplate{
+		Options: &v1alpha1.EtcdOptions{QuotaBackendBytes: ptr.To[int64](64 << 20)}}})
+	eps := m.endpoints(ctx)
+	cli, err := etcdload.Dial(eps...)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	defer cli.Close()
+	live, err := etcdload.Fill(ctx, cli, "fill", 64<<10, 0)
+	m.g.Expect(err).NotTo(HaveOccurred())
+
+	m.g.Eventually(func() string { return m.condition(ctx, v1alpha1.MaintenanceCondition).Reason }).
+		WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Equal(v1alpha1.NoSpaceOverQuotaReason))
+	c := m.condition(ctx, v1alpha1.MaintenanceCondition)
+	m.g.Expect(c.Message).To(ContainSubstring("the operator deletes nothing"))
+	m.g.Expect(c.Message).To(ContainSubstring("Raise spec.options.quotaBackendBytes, or grow spec.storage.size"))
+	m.g.Expect(m.condition(ctx, v1alpha1.StalledCondition).Status).To(Equal(metav1.ConditionTrue))
+	m.g.Expect(m.condition(ctx, v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.NoSpaceOverQuotaReason))
+	m.g.Expect(m.events(ctx, "NoSpace")).NotTo(BeEmpty())
+	_, err = cli.Put(ctx, "still-refused", "x")
+	m.g.Expect(etcd.IsNoSpace(err)).To(BeTrue(), "the alarm stays: disarming would only have it raised again (%v)", err)
+	m.g.Expect(etcdload.Verify(ctx, cli, live)).To(Succeed(), "nothing is deleted")
+
+	t.Log("the remedy: a larger quota, rolled out under the alarm")
+	cl := m.cluster(ctx)
+	patch := client.MergeFrom(cl.DeepCopy())
+	cl.Spec.Options.QuotaBackendBytes = ptr.To[int64](256 << 20)
+	m.g.Expect(m.c.Patch(ctx, cl, patch)).To(Succeed())
+	_, err = etcdload.WaitWritable(ctx, cli, "after", time.Second)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	_, err = framework.WaitForClusterReady(ctx, m.c, m.ns, m.name, 10*time.Minute)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	m.g.Expect(etcdload.Verify(ctx, cli, live)).To(Succeed())
+}
+
+// quorumProbe asks every member for its status every half second until ctx
+// ends, and reports the first look at which the voters that answer and
+// agree on a leader were not a majority of the voters.
+func quorumProbe(ctx context.Context, m *maintained) func() error {
+	var mu sync.Mutex
+	var lost error
+	looks := 0
+	go func() {
+		for ctx.Err() == nil {
+			if err := quorumHolds(ctx, m); err != nil {
+				mu.Lock()
+				if lost == nil {
+					lost = err
+				}
+				mu.Unlock()
+			}
+			mu.Lock()
+			looks++
+			mu.Unlock()
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	return func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if looks == 0 {
+			return fmt.Errorf("the probe never looked")
+		}
+		return lost
+	}
+}
+
+func quorumHolds(ctx context.Context, m *maintained) error {
+	eps, err := env.MemberEndpoints(ctx, m.ns, m.name)
+	if err != nil || len(eps) == 0 {
+		return nil // between Pods: the next look decides
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := etcd.NewDialer().Dial(ctx, eps)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	var list etcd.MemberList
+	for _, ep := range eps {
+		if list, err = c.MemberListAt(ctx, ep); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("no member answered for the membership: %w", err)
+	}
+	voters, agreeing := 0, map[uint64]int{}
+	for _, mem := range list.Members {
+		if mem.IsLearner {
+			continue
+		}
+		voters++
+		if len(mem.ClientURLs) == 0 {
+			continue
+		}
+		if st, err := c.Status(ctx, mem.ClientURLs[0]); err == nil && st.LeaderID != 0 {
+			agreeing[st.LeaderID]++
+		}
+	}
+	best := 0
+	for _, n := range agreeing {
+		best = max(best, n)
+	}
+	if best < voters/2+1 {
+		return fmt.Errorf("%d of %d voters follow one leader at %s", best, voters, time.Now().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// rollStorage changes the storage of a 3-member cluster under a writer and
+// a quorum probe, and waits until every member runs on a new volume.
+func rollStorage(ctx context.Context, t *testing.T, prefix string, from, to v1alpha1.StorageSpec, check func(pvc corev1.PersistentVolumeClaim) bool) *maintained {
+	m := newMaintained(ctx, t, prefix, v1alpha1.EtcdClusterSpec{MemberTemplate: v1alpha1.MemberTemplate{Storage: from}})
+	svc, err := env.ClientServiceEndpoint(ctx, m.ns, m.name)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	cli, err := framework.EtcdClient(svc)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	m.g.Expect(framework.PutKeys(ctx, cli, "lifecycle", keyCount)).To(Succeed())
+	cli.Close()
+	before := map[string]bool{}
+	for _, s := range m.cluster(ctx).Status.Members {
+		before[s.Name] = true
+	}
+
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	quorumLost := quorumProbe(probeCtx, m)
+	w, err := linearizability.Start(linearizability.Config{Endpoints: []string{svc}, ClientsPerEndpoint: 3, CallTimeout: 5 * time.Second})
+	m.g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+
+	cl := m.cluster(ctx)
+	patch := client.MergeFrom(cl.DeepCopy())
+	cl.Spec.Storage = to
+	m.g.Expect(m.c.Patch(ctx, cl, patch)).To(Succeed())
+	m.g.Expect(framework.WaitFor(ctx, 20*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		cl, err := framework.WaitForClusterReady(ctx, m.c, m.ns, m.name, time.Second)
+		if err != nil || cl.Status.UpdatedMembers != 3 {
+			return false, nil
+		}
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := m.c.List(ctx, &pvcs, client.InNamespace(m.ns), client.MatchingLabels{v1alpha1.ClusterLabel: m.name}); err != nil {
+			return false, err
+		}
+		if len(pvcs.Items) != 3 {
+			return false, nil
+		}
+		for _, pvc := range pvcs.Items {
+			if !check(pvc) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})).To(Succeed())
+	stopProbe()
+	m.g.Expect(quorumLost()).To(Succeed(), "quorum held throughout")
+	report, err := w.Stop().Check(linearizability.CheckOptions{VisualizationPath: filepath.Join(t.ArtifactDir(), prefix+"-history.html")})
+	m.g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("writer: %s", report)
+	m.g.Expect(report.Err()).NotTo(HaveOccurred())
+	m.g.Expect(report.Acknowledged).To(BeNumerically(">", 0))
+
+	for _, s := range m.cluster(ctx).Status.Members {
+		m.g.Expect(before[s.Name]).To(BeFalse(), "%s is a new member on a new volume", s.Name)
+	}
+	for _, ep := range m.endpoints(ctx) {
+		m.g.Expect(framework.CheckKeys(ctx, ep, "lifecycle", keyCount)).To(Succeed(), "no key lost on %s", ep)
+	}
+	return m
+}
+
+// TestMaintenance_GrowsStorageByReplacement raises storage.size from 256Mi to
+// 1Gi on a StorageClass that cannot expand volumes: each member is replaced
+// by one on a 1Gi volume, joining before the old one leaves, and the default
+// quota follows the size.
+func TestMaintenance_GrowsStorageByReplacement(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	big := resource.MustParse("1Gi")
+	m := rollStorage(ctx, t, "grow",
+		v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("256Mi"))},
+		v1alpha1.StorageSpec{Size: &big},
+		func(pvc corev1.PersistentVolumeClaim) bool {
+			q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+			return q.Cmp(big) == 0 && pvc.Status.Phase == corev1.ClaimBound
+		})
+	want := pod.QuotaBackendBytes(v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: &big}})
+	for ep, st := range m.statuses(ctx) {
+		m.g.Expect(st.DBSizeQuota).To(Equal(want), "%s runs with the quota of its 1Gi volume", ep)
+	}
+}
+
+// TestMaintenance_MovesToAnotherStorageClass changes storageClassName onto the
+// local cluster's second class: each member is replaced by one on the new
+// class, with quorum throughout and every key kept.
+func TestMaintenance_MovesToAnotherStorageClass(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	size := ptr.To(resource.MustParse("256Mi"))
+	rollStorage(ctx, t, "reclass",
+		v1alpha1.StorageSpec{Size: size},
+		v1alpha1.StorageSpec{Size: size, StorageClassName: ptr.To(localcluster.SecondStorageClass)},
+		func(pvc corev1.PersistentVolumeClaim) bool {
+			return pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName == localcluster.SecondStorageClass &&
+				pvc.Status.Phase == corev1.ClaimBound
+		})
+}
