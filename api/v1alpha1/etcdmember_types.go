@@ -48,6 +48,11 @@ type EtcdMemberSpec struct {
 	// +optional
 	Dormant bool `json:"dormant,omitempty"`
 
+	// TLS shapes the member's TLS; the cluster controller rolls it like
+	// the template. Unset means plaintext.
+	// +optional
+	TLS *MemberTLS `json:"tls,omitempty"`
+
 	MemberTemplate `json:",inline"`
 }
 
