@@ -28,6 +28,13 @@ const (
 	OpDefragment         = "Defragment"
 	OpCompact            = "Compact"
 	OpMoveLeader         = "MoveLeader"
+	OpMemberUpdate       = "MemberUpdate"
+	OpAuthStatus         = "AuthStatus"
+	OpEnableAuth         = "EnableAuth"
+	OpDisableAuth        = "DisableAuth"
+	OpCheckPassword      = "CheckPassword"
+	OpChangePassword     = "ChangePassword"
+	OpServedCertificate  = "ServedCertificate"
 )
 
 // CallError says which operation against which endpoint failed, so that

@@ -135,9 +135,14 @@ type Client interface {
 	MoveLeader(ctx context.Context, transfereeID uint64) error
 	Endpoints() []string
 	Close() error
+
+	SecurityClient
 }
 
-// Dialer creates Clients. Controllers get one injected so tests can use the fake.
+// Dialer creates Clients. Controllers get one injected so tests can use the
+// fake. Options carry what a dial to one cluster needs: its TLS and etcd
+// credentials (see WithClientTLS and WithPassword); a Dialer's own options
+// are the defaults.
 type Dialer interface {
-	Dial(ctx context.Context, endpoints []string) (Client, error)
+	Dial(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error)
 }
