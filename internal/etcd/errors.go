@@ -199,10 +199,11 @@ func IsAuthRequired(err error) bool {
 	return ok && code == codes.Unauthenticated
 }
 
-// IsAuthFailed: the identity was rejected (wrong user or password) or lacks
-// the permission (membership changes need the root role).
+// IsAuthFailed: the identity was rejected (wrong user or password, or a
+// client certificate whose common name is no etcd user) or lacks the
+// permission (membership changes need the root role).
 func IsAuthFailed(err error) bool {
-	if isEtcdErr(err, rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied) {
+	if isEtcdErr(err, rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied, rpctypes.ErrUserNotFound) {
 		return true
 	}
 	code, ok := grpcCode(err)
