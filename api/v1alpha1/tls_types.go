@@ -93,7 +93,7 @@ type IssuerReference struct {
 
 // PeerTLS is the TLS between members.
 //
-// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'Secret' || (has(self.secretName) && self.secretName != ”)",message="tls.peer.secretName is required when tls.peer.source is Secret"
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'Secret' || (has(self.secretName) && size(self.secretName) > 0)",message="tls.peer.secretName is required when tls.peer.source is Secret"
 // +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') == 'Secret' || !has(self.secretName)",message="tls.peer.secretName is only used when tls.peer.source is Secret"
 // +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'CertManager' || has(self.issuerRef)",message="tls.peer.issuerRef is required when tls.peer.source is CertManager"
 // +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') == 'CertManager' || !has(self.issuerRef)",message="tls.peer.issuerRef is only used when tls.peer.source is CertManager"
@@ -103,7 +103,7 @@ type PeerTLS struct {
 
 // ClientTLS is the TLS of the client port.
 //
-// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'Secret' || (has(self.secretName) && self.secretName != ”)",message="tls.client.secretName is required when tls.client.source is Secret"
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'Secret' || (has(self.secretName) && size(self.secretName) > 0)",message="tls.client.secretName is required when tls.client.source is Secret"
 // +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') == 'Secret' || !has(self.secretName)",message="tls.client.secretName is only used when tls.client.source is Secret"
 // +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'CertManager' || has(self.issuerRef)",message="tls.client.issuerRef is required when tls.client.source is CertManager"
 // +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') == 'CertManager' || !has(self.issuerRef)",message="tls.client.issuerRef is only used when tls.client.source is CertManager"
