@@ -139,7 +139,7 @@ func (e *Env) issuedClientSecret(ctx context.Context, c *v1alpha1.EtcdCluster) (
 		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: c.Namespace, Labels: v1alpha1.ClusterLabels(c.Name),
 			Annotations: map[string]string{v1alpha1.IssueClientCertificateAnnotation: etcd.RootUser},
-		}, Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil}}
+		}, Type: corev1.SecretTypeOpaque}
 		if err := e.Kube.Create(ctx, secret); err != nil {
 			if apierrors.IsForbidden(err) {
 				return e.adminSecret(ctx, c, err)

@@ -23,6 +23,8 @@ import (
 const (
 	operatorOrganization = "etcd-operator"
 	adminOrganization    = "etcd-administrators"
+	// requestedOrganization marks certificates issued on request.
+	requestedOrganization = "etcd-requested"
 )
 
 // memberCerts are the certificates published in one member's Secret; the
@@ -57,7 +59,15 @@ func (r *Reconciler) publishedCertificates(ctx context.Context, s *scope) (map[s
 		out[m.Name] = mc
 	}
 	var clients memberCerts
-	for _, name := range []string{v1alpha1.OperatorClientSecretName(s.cluster.Name), v1alpha1.AdminClientSecretName(s.cluster.Name)} {
+	requested, err := r.requestedClientSecrets(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{v1alpha1.OperatorClientSecretName(s.cluster.Name), v1alpha1.AdminClientSecretName(s.cluster.Name)}
+	for _, secret := range requested {
+		names = append(names, secret.Name)
+	}
+	for _, name := range names {
 		secret, err := r.getSecret(ctx, s, name)
 		if err != nil {
 			return nil, err
@@ -99,13 +109,40 @@ func (r *Reconciler) publish(ctx context.Context, s *scope, published map[string
 		return nil
 	}
 	bundle := sec.plan.Target.PEM()
-	if err := r.publishClient(ctx, s, v1alpha1.OperatorClientSecretName(s.cluster.Name), operatorOrganization, bundle); err != nil {
+	if err := r.publishClient(ctx, s, v1alpha1.OperatorClientSecretName(s.cluster.Name), "root", operatorOrganization, bundle); err != nil {
 		return err
+	}
+	requested, err := r.requestedClientSecrets(ctx, s)
+	if err != nil {
+		return err
+	}
+	for _, secret := range requested {
+		cn := secret.Annotations[v1alpha1.IssueClientCertificateAnnotation]
+		if err := r.publishClient(ctx, s, secret.Name, cn, requestedOrganization, bundle); err != nil {
+			return err
+		}
 	}
 	if sec.source != v1alpha1.CertificateSourceOperatorManaged {
 		return nil
 	}
-	return r.publishClient(ctx, s, v1alpha1.AdminClientSecretName(s.cluster.Name), adminOrganization, bundle)
+	return r.publishClient(ctx, s, v1alpha1.AdminClientSecretName(s.cluster.Name), "root", adminOrganization, bundle)
+}
+
+// requestedClientSecrets are the Secrets of the cluster that ask for a
+// client certificate (kubectl etcd creates one); whoever may create
+// Secrets in the namespace may read the administrators' one anyway.
+func (r *Reconciler) requestedClientSecrets(ctx context.Context, s *scope) ([]corev1.Secret, error) {
+	var list corev1.SecretList
+	if err := r.List(ctx, &list, client.InNamespace(s.cluster.Namespace), client.MatchingLabels{v1alpha1.ClusterLabel: s.cluster.Name}); err != nil {
+		return nil, fmt.Errorf("failed to list the Secrets of %s: %w", s.cluster.Name, err)
+	}
+	var out []corev1.Secret
+	for _, secret := range list.Items {
+		if secret.Annotations[v1alpha1.IssueClientCertificateAnnotation] != "" {
+			out = append(out, secret)
+		}
+	}
+	return out, nil
 }
 
 func (r *Reconciler) publishMember(ctx context.Context, s *scope, m *v1alpha1.EtcdMember, mc memberCerts) error {
@@ -201,9 +238,9 @@ func (sec *tlsSection) noteRenewal(c *x509.Certificate) {
 	}
 }
 
-// publishClient keeps a client certificate whose common name is root, from
-// the client CA, with the client trust bundle beside it.
-func (r *Reconciler) publishClient(ctx context.Context, s *scope, name, org string, bundle []byte) error {
+// publishClient keeps a client certificate for common name cn, from the
+// client CA, with the client trust bundle beside it.
+func (r *Reconciler) publishClient(ctx context.Context, s *scope, name, cn, org string, bundle []byte) error {
 	sec := s.tls.client
 	existing, err := r.getSecret(ctx, s, name)
 	if err != nil {
@@ -220,7 +257,7 @@ func (r *Reconciler) publishClient(ctx context.Context, s *scope, name, org stri
 		sec.noteRenewal(have.Cert)
 	} else {
 		_, leafLife := s.cluster.Spec.TLS.Lifetimes()
-		kp, err := certs.Issue(signer, certs.LeafRequest{CommonName: "root", Organization: []string{org}, Client: true, Lifetime: leafLife}, s.now)
+		kp, err := certs.Issue(signer, certs.LeafRequest{CommonName: cn, Organization: []string{org}, Client: true, Lifetime: leafLife}, s.now)
 		if err != nil {
 			return err
 		}

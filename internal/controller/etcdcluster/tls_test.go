@@ -327,3 +327,21 @@ func TestAuth_EnabledWithAGeneratedPasswordAndAWrongOneNamed(t *testing.T) {
 }
 
 func ptrBool(b bool) *bool { return &b }
+
+func TestTLS_ClientCertificateIssuedOnRequest(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, tlsNames...)
+	h.turnTLS(&v1alpha1.TLSSpec{})
+	req := &corev1.Secret{}
+	req.Name, req.Namespace = "demo-kubectl-etcd", testNS
+	req.Labels = v1alpha1.ClusterLabels(testName)
+	req.Annotations = map[string]string{v1alpha1.IssueClientCertificateAnnotation: "root"}
+	h.g.Expect(h.c.Create(context.Background(), req)).To(Succeed())
+	h.reconcile()
+	got := h.secret("demo-kubectl-etcd")
+	kp, err := certs.ParseKeyPair(got.Data[corev1.TLSCertKey], got.Data[corev1.TLSPrivateKeyKey])
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(kp.Cert.Subject.CommonName).To(Equal("root"))
+	trust := h.bundle(h.member("demo-a").Spec.TLS.Client.TrustBundle)
+	h.g.Expect(certs.Verify(kp.Cert, trust, "", h.now)).To(Succeed(), "the members accept it")
+}
