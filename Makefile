@@ -105,7 +105,7 @@ test-lifecycle: $(LOCALCLUSTER) ## Up, down, up, down: nothing of the cluster ma
 	$(GO) test -tags lifecycle -count=1 -timeout 20m -v -run TestUpDownUpDown ./test/localcluster/
 
 .PHONY: test-e2e
-test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds ## Bring the cluster up, install the chart into a namespace enforcing the restricted Pod Security level, run the e2e suite, bring the cluster down.
+test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds cert-manager ## Bring the cluster up, install the chart into a namespace enforcing the restricted Pod Security level, run the e2e suite, bring the cluster down.
 	$(LOCALCLUSTER) up
 	status=0; \
 	{ $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) create namespace $(RELEASE_NAMESPACE) && \
@@ -219,6 +219,10 @@ monitoring-crds: ## Generate the Prometheus Operator's CRDs (PROMETHEUS_OPERATOR
 .PHONY: prometheus
 prometheus: $(LOCALCLUSTER) ## Build upstream prometheus and promtool (PROMETHEUS_VERSION, with Kubernetes discovery) once into the binary cache.
 	@$(LOCALCLUSTER) prometheus >/dev/null
+
+.PHONY: cert-manager
+cert-manager: $(LOCALCLUSTER) ## Build the cert-manager controller (CERT_MANAGER_VERSION, hack/tools/cert-manager) once into the binary cache; the e2e suite installs it.
+	@$(LOCALCLUSTER) cert-manager-build >/dev/null
 
 ##@ Build
 
