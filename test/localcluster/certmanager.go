@@ -135,26 +135,35 @@ func (l Layout) InstallCertManager(ctx context.Context, p *Progress, cfg *rest.C
 	})
 }
 
-// certManagerCRDs reads deploy/crds of the module version the tools module
-// requires, from the module cache.
-func (l Layout) certManagerCRDs(ctx context.Context) ([]*unstructured.Unstructured, error) {
+// CertManagerCRDDir is deploy/crds of the module version the tools module
+// requires, in the module cache.
+func (l Layout) CertManagerCRDDir(ctx context.Context) (string, error) {
 	src := filepath.Join(l.RepoRoot, certManagerToolsDir)
 	if err := runToolsGo(ctx, src, "mod", "download", certManagerModule); err != nil {
-		return nil, err
+		return "", err
 	}
 	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-json", certManagerModule)
 	cmd.Dir, cmd.Env = src, toolsGoEnv()
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("failed to locate %s: %w", certManagerModule, err)
+		return "", fmt.Errorf("failed to locate %s: %w", certManagerModule, err)
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return nil, fmt.Errorf("failed to locate %s in the module cache: %v", certManagerModule, err)
+		return "", fmt.Errorf("failed to locate %s in the module cache: %v", certManagerModule, err)
 	}
-	files, err := filepath.Glob(filepath.Join(mod.Dir, "deploy", "crds", "*.yaml"))
+	return filepath.Join(mod.Dir, "deploy", "crds"), nil
+}
+
+// certManagerCRDs reads the CRDs of CertManagerCRDDir.
+func (l Layout) certManagerCRDs(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	dir, err := l.CertManagerCRDDir(ctx)
+	if err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRDs in %s/deploy/crds", mod.Dir)
+		return nil, fmt.Errorf("no CRDs in %s", dir)
 	}
 	sort.Strings(files)
 	var objs []*unstructured.Unstructured
