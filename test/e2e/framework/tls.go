@@ -266,8 +266,6 @@ func Annotate(ctx context.Context, c client.Client, ns, name, key, value string)
 	return c.Patch(ctx, cl, patch)
 }
 
-
-
 // RunEtcdctl runs etcdctl in a Pod of the namespace, from the default etcd
 // image, with a client certificate Secret mounted, against endpoint, and
 // returns its output.
