@@ -13,7 +13,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 	"github.com/quorumctl/etcd-operator/test/linearizability"
 )
@@ -454,7 +454,7 @@ func TestAuth(t *testing.T) {
 	_, err = root.Put(ctx, "auth", "ok")
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = dial("root", "wrong")
-	g.Expect(err).To(MatchError(rpctypes.ErrAuthFailed), "a wrong password is refused")
+	g.Expect(etcd.IsAuthFailed(err)).To(BeTrue(), "a wrong password is refused: %v", err)
 	anon, err := dial("", "")
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = anon.Put(ctx, "auth", "anon")

@@ -49,22 +49,14 @@ type tlsSection struct {
 	ca, previous *certs.KeyPair
 	// wanted is what the section's certificates come from now.
 	wanted certs.Bundle
-	// shared is the user's certificate (source Secret), issued is each
-	// member's cert-manager certificate (source CertManager).
+	// shared is the certificate every member serves with a Secret or a
+	// cert-manager source.
 	shared *certs.KeyPair
-	issued map[string]*certs.KeyPair
 	// common is what every TLS-speaking member trusts.
 	common certs.Bundle
 	// caNotAfter, nextRenewal are for status.
 	caNotAfter  time.Time
 	nextRenewal time.Time
-}
-
-func (t *tlsView) section(name string) *tlsSection {
-	if name == v1alpha1.TLSSectionPeer {
-		return t.peer
-	}
-	return t.client
 }
 
 // reconcileTLS keeps every certificate and trust bundle the cluster's TLS

@@ -119,7 +119,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, s *scope, section string, rot
 			previous = nil
 		}
 	}
-	if previous != nil || !(rotate || certs.RenewalDue(current.Cert, s.now)) {
+	if previous != nil || (!rotate && !certs.RenewalDue(current.Cert, s.now)) {
 		return current, previous, nil
 	}
 	next, err := certs.NewCA(cn, s.now, caLife)
