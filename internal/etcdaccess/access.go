@@ -80,7 +80,9 @@ func For(ctx context.Context, cached, direct client.Reader, c *v1alpha1.EtcdClus
 			allClientTLS, allMutual = false, false
 			continue
 		}
-		if !t.Client.ClientCertAuth || t.Client.Plaintext {
+		// A plaintext listener beside TLS does not matter: the operator
+		// dials https then, where the certificate is checked.
+		if !t.Client.ClientCertAuth {
 			allMutual = false
 		}
 	}

@@ -68,7 +68,7 @@ func (e *Env) security(ctx context.Context, s *session, running []string) (bool,
 		}
 		opts = append(opts, etcd.WithClientTLS(cfg))
 	}
-	mutual := c.Spec.TLS != nil && c.Spec.TLS.Client.IsMutual() && !c.Spec.TLS.Client.AllowPlaintext
+	mutual := c.Spec.TLS != nil && c.Spec.TLS.Client.IsMutual()
 	if c.Spec.Auth != nil && c.Spec.Auth.Enabled && (!https || !mutual) {
 		pw, why, err := etcdaccess.RootPassword(ctx, e.Kube, c)
 		switch {
