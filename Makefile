@@ -88,7 +88,7 @@ check-large-files: ## Fail if a tracked file is over MAX_FILE_BYTES (1 MiB).
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # Packages with tests that run real etcd processes on loopback; their logs and
 # any linearizability visualization are kept under INTEGRATION_ARTIFACTS.
