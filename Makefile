@@ -11,6 +11,16 @@ LOCAL_KUBECONFIG := $(CURDIR)/.cache/localcluster/kubeconfig
 LOCAL_KUBECTL := $(CURDIR)/.cache/localcluster/bin/kubectl
 E2E_TIMEOUT ?= 60m
 
+# Nodes of a cluster make cluster-up and make demo bring up. The e2e suite,
+# the demo test, the lifecycle test and the benches use E2E_NODES, because
+# they test spreading over nodes and losing one.
+NODES ?= 1
+E2E_NODES := 3
+# Chart values for the e2e suite's operator (two replicas on two nodes).
+E2E_OPERATOR_VALUES := test/e2e/operator-values.yaml
+# Extra arguments for helm upgrade in make deploy, such as --values FILE.
+HELM_ARGS ?=
+
 # Pinned tools (hack/tools/<tool>/go.mod); the go command builds each once.
 CONTROLLER_GEN := $(GO) tool -modfile=hack/tools/controller-gen/go.mod controller-gen
 GOLANGCI_LINT := $(GO) tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint
@@ -52,8 +62,8 @@ $(LOCALCLUSTER): ## Build the local cluster tool.
 	$(GO) build -o $@ ./test/localcluster/cmd/localcluster
 
 .PHONY: cluster-up
-cluster-up: $(LOCALCLUSTER) ## Bring the local cluster up (idempotent).
-	$(LOCALCLUSTER) up
+cluster-up: $(LOCALCLUSTER) ## Bring the local cluster up with NODES nodes (default 1; idempotent).
+	$(LOCALCLUSTER) up --nodes $(NODES)
 
 .PHONY: cluster-down
 cluster-down: $(LOCALCLUSTER) ## Stop the local cluster and remove everything it made (idempotent).
@@ -87,8 +97,9 @@ check-large-files: ## Fail if a tracked file is over MAX_FILE_BYTES (1 MiB).
 	echo "no tracked file is over $(MAX_FILE_BYTES) bytes"
 
 .PHONY: test-unit
-test-unit: ## Unit tests (no cluster).
+test-unit: ## Unit tests (no cluster), with the race detector; then the state-space test, which is too slow under it and is built without it.
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -run TestStateSpace ./internal/controller/etcdcluster/
 
 # Packages with tests that run real etcd processes on loopback; their logs and
 # any linearizability visualization are kept under INTEGRATION_ARTIFACTS.
@@ -101,17 +112,17 @@ test-integration: ## Tests against real etcd processes on loopback, no cluster: 
 	$(GO) test -tags integration -race -count=1 -timeout 20m -artifacts -outputdir=$(INTEGRATION_ARTIFACTS) -v $(INTEGRATION_PKGS)
 
 .PHONY: test-lifecycle
-test-lifecycle: $(LOCALCLUSTER) ## Up, down, up, down: nothing of the cluster may remain.
+test-lifecycle: $(LOCALCLUSTER) ## Up, node stop, down, up, down on 3 nodes: nothing of the cluster may remain.
 	$(GO) test -tags lifecycle -count=1 -timeout 20m -v -run TestUpDownUpDown ./test/localcluster/
 
 .PHONY: test-e2e
-test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds cert-manager ## Bring the cluster up, install the chart into a namespace enforcing the restricted Pod Security level, run the e2e suite, bring the cluster down.
-	$(LOCALCLUSTER) up
+test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds cert-manager ## Bring a 3-node cluster up, install the chart (two replicas) into a namespace enforcing the restricted Pod Security level, install the cert-manager add-on, run the e2e suite, bring the cluster down.
+	$(LOCALCLUSTER) up --nodes $(E2E_NODES)
 	status=0; \
 	{ $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) create namespace $(RELEASE_NAMESPACE) && \
 	  $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) label namespace $(RELEASE_NAMESPACE) \
 	    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted && \
-	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy && \
+	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy HELM_ARGS="--values $(E2E_OPERATOR_VALUES)" && \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...; } || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LOCALCLUSTER) status || true; \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(LOCAL_KUBECTL) logs -n $(RELEASE_NAMESPACE) -l app.kubernetes.io/name=etcd-operator --tail=200 || true; fi; \
@@ -119,7 +130,7 @@ test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds cert-manager ## Bring the c
 	exit $$status
 
 .PHONY: test-demo
-test-demo: $(LOCALCLUSTER) ## make demo from a clean state dir, twice; then tear down.
+test-demo: $(LOCALCLUSTER) ## make demo (on 3 nodes) from a clean state dir, twice; then tear down.
 	$(LOCALCLUSTER) down --purge
 	status=0; \
 	$(GO) test -tags demo -count=1 -timeout 20m -v ./test/demo/ || status=$$?; \
@@ -242,7 +253,7 @@ deploy: ## Install or upgrade the chart with image IMG into the current kubeconf
 	$(HELM) upgrade --install $(RELEASE) $(CHART) \
 	  --namespace $(RELEASE_NAMESPACE) --create-namespace \
 	  --set image.repository=$(IMG_REPOSITORY),image.tag=$(IMG_TAG),image.pullPolicy=IfNotPresent \
-	  --set etcdImage.repository=$(ETCD_IMAGE_REPOSITORY) \
+	  --set etcdImage.repository=$(ETCD_IMAGE_REPOSITORY) $(HELM_ARGS) \
 	  $(if $(wildcard bin/operator-image.id),--set-string 'podAnnotations.etcd\.quorumctl\.io/image-id=$(strip $(file <bin/operator-image.id))') \
 	  --wait --timeout $(HELM_TIMEOUT)
 
@@ -254,25 +265,42 @@ undeploy: ## Uninstall the chart (the CRDs and their objects stay).
 
 .PHONY: demo
 demo: $(LOCALCLUSTER) build ## From a fresh clone to a healthy 3-member etcd cluster, with the commands to use it.
-	$(GO) run ./hack/demo --image $(IMG) --localcluster $(LOCALCLUSTER)
+	$(GO) run ./hack/demo --image $(IMG) --localcluster $(LOCALCLUSTER) --nodes $(NODES)
 
 ##@ Measure
 
 .PHONY: bench
-bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (needs cluster-up and deploy).
+bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (needs cluster-up NODES=3 and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench
 
 .PHONY: bench-selfheal
-bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a lost Memory Pod (needs cluster-up and deploy).
+bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a lost Memory Pod (needs cluster-up NODES=3 and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -selfheal
+
+NODE_LOSS_BOUND ?= 60
+
+.PHONY: bench-nodeloss
+bench-nodeloss: ## Time node stop -> Ready with 3 voters, with selfHeal.nodeLostAfterSeconds NODE_LOSS_BOUND (needs a 3-node cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -nodeloss $(NODE_LOSS_BOUND)
+
+SCALE_ONES ?= 100
+SCALE_THREES ?= 20
+
+.PHONY: bench-scale
+bench-scale: ## Create SCALE_ONES one-member and SCALE_THREES three-member clusters; report time to Ready, the operator's memory and CPU, edit latency and idle API writes (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -scale-ones $(SCALE_ONES) -scale-threes $(SCALE_THREES) -idle 2m
+
+.PHONY: bench-backup
+bench-backup: ## Snapshot throughput to S3 vs etcdctl snapshot save, and restore time to a Ready 3-member cluster, for about 1 GiB (needs cluster-up, image and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/benchbackup
 
 .PHONY: bench-rollout
 bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -rollout
 
 .PHONY: bench-cluster-up
-bench-cluster-up: ## Time three warm cluster-up runs.
-	hack/bench/cluster-up.sh
+bench-cluster-up: ## Time three warm cluster-up runs of a 3-node cluster.
+	NODES=$(E2E_NODES) hack/bench/cluster-up.sh
 
 ##@ Help
 

@@ -16,6 +16,7 @@ const DefaultEtcdVersion = "3.6.16"
 // +kubebuilder:validation:XValidation:rule="!has(self.version) || !has(oldSelf.version) || (self.version.split('.')[0] == oldSelf.version.split('.')[0] && int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1 && int(oldSelf.version.split('.')[1]) - int(self.version.split('.')[1]) <= 1)",message="spec.version may change by one minor release at a time (3.5 to 3.6, then 3.6 to 3.7): etcd supports neither upgrades nor downgrades that skip a minor"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.replicas) && self.replicas == 0)",message="a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) || !has(oldSelf.tls)",message="spec.tls cannot be removed: turning TLS off on a running cluster is not supported (clients and members would lose each other); to serve plaintext clients beside TLS, set spec.tls.client.allowPlaintext"
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members. Use an odd number: 3 tolerates
 	// one failure, 5 tolerates two. 0 pauses the cluster: members are
@@ -39,6 +40,11 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	SelfHeal SelfHealSpec `json:"selfHeal,omitempty"`
+
+	// Bootstrap says how the cluster starts: empty, or restored from a
+	// snapshot. It is set at creation and never changes.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
 	// Rollout controls how a change of the member template (version,
 	// resources, options, scheduling, metadata, image repository, storage)
@@ -194,6 +200,14 @@ type EtcdClusterStatus struct {
 	// +optional
 	CurrentVersion string `json:"currentVersion,omitempty"`
 
+	// MinorSince records when every member came to run the current minor
+	// release: the release and the leader's raft index at that moment. etcd
+	// 3.7 cannot replay log entries written before its cluster ran 3.6, so
+	// an upgrade to the next minor waits until every member has taken a raft
+	// snapshot since then.
+	// +optional
+	MinorSince *MinorMark `json:"minorSince,omitempty"`
+
 	// BrokenMembers counts members self-heal has judged beyond restarting:
 	// lost or corrupt data, a diverged view, a lost Memory Pod, a crash loop.
 	// +optional
@@ -208,6 +222,19 @@ type EtcdClusterStatus struct {
 	// TLS is where the cluster's certificates and trust stand.
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// RestoredFrom is the snapshot the cluster was created from, once its
+	// source has been checked.
+	// +optional
+	RestoredFrom *RestoredFrom `json:"restoredFrom,omitempty"`
+}
+
+// MinorMark is a point in a cluster's raft log.
+type MinorMark struct {
+	// Minor is an etcd minor release, such as 3.6.
+	Minor string `json:"minor"`
+	// RaftIndex is the leader's raft index when every member ran it.
+	RaftIndex int64 `json:"raftIndex"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator.
@@ -252,3 +279,11 @@ func (c *EtcdCluster) DesiredReplicas() int32 {
 // ClusterFormed reports whether the seed has formed the cluster: from then on
 // an empty data dir means lost data, never a pending bootstrap.
 func (c *EtcdCluster) ClusterFormed() bool { return c.Status.ClusterID != "" }
+
+// Restore is spec.bootstrap.restore, or nil.
+func (c *EtcdCluster) Restore() *RestoreSpec {
+	if c.Spec.Bootstrap == nil {
+		return nil
+	}
+	return c.Spec.Bootstrap.Restore
+}

@@ -4,9 +4,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -14,6 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	// The operator image is the manager binary alone, with no CA
+	// certificates on disk; the snapshot Jobs reach S3 over HTTPS with
+	// these roots when the system has none.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
+	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/controller"
 	"github.com/quorumctl/etcd-operator/internal/setup"
 )
@@ -21,8 +30,10 @@ import (
 // registerControllers adds the operator's controllers to the manager.
 func registerControllers(mgr manager.Manager, o setup.ControllerOptions) error {
 	return controller.Setup(mgr, controller.Options{
-		EtcdImageRepository: o.EtcdImageRepository,
-		ClusterDomain:       o.ClusterDomain,
+		EtcdImageRepository:     o.EtcdImageRepository,
+		ClusterDomain:           o.ClusterDomain,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		OperatorImage:           o.OperatorImage,
 	})
 }
 
@@ -34,6 +45,7 @@ type config struct {
 	clusterDomain       string
 	watchNamespaces     string
 	operatorImage       string
+	workers             int
 	zap                 zap.Options
 }
 
@@ -53,6 +65,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 			setup.DefaultClusterDomain+" (env "+setup.EnvClusterDomain+").")
 	fs.StringVar(&c.operatorImage, "operator-image", setup.EnvOr(setup.EnvOperatorImage, ""),
 		"The operator's own image, for helper jobs (env "+setup.EnvOperatorImage+").")
+	fs.IntVar(&c.workers, "max-concurrent-reconciles", 4,
+		"How many EtcdClusters, and how many EtcdMembers, are reconciled at once.")
 	fs.StringVar(&c.watchNamespaces, "watch-namespaces", setup.EnvOr(setup.EnvWatchNamespaces, ""),
 		"Comma separated namespaces to watch; empty watches all (env "+setup.EnvWatchNamespaces+").")
 	c.zap.BindFlags(fs)
@@ -60,6 +74,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 }
 
 func main() {
+	// The same binary runs inside the snapshot and restore Pods.
+	if len(os.Args) > 1 && agent.Commands[os.Args[1]] {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		code := agent.Main(ctx, os.Args[1:], agent.Env{Stdout: os.Stdout, Stderr: os.Stderr})
+		stop()
+		os.Exit(code)
+	}
 	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -76,9 +97,10 @@ func run(c config) error {
 	log := ctrl.Log.WithName("setup")
 
 	opts := setup.ControllerOptions{
-		EtcdImageRepository: c.etcdImageRepository,
-		ClusterDomain:       setup.ResolveClusterDomain(c.clusterDomain, setup.ResolvConfPath),
-		OperatorImage:       c.operatorImage,
+		EtcdImageRepository:     c.etcdImageRepository,
+		ClusterDomain:           setup.ResolveClusterDomain(c.clusterDomain, setup.ResolvConfPath),
+		OperatorImage:           c.operatorImage,
+		MaxConcurrentReconciles: c.workers,
 	}
 	if err := opts.Validate(); err != nil {
 		return err

@@ -29,14 +29,17 @@ func main() {
 	idle := flag.Duration("idle", 5*time.Minute, "how long to watch an idle 3-member cluster for API writes")
 	heal := flag.Bool("selfheal", false, "time self-heal scenarios instead of bootstrap and scaling")
 	roll := flag.Bool("rollout", false, "time rollouts under a writer instead of bootstrap and scaling")
+	lost := flag.Int("nodeloss", 0, "with a node-loss bound in seconds, time the replacement of a member whose node is stopped")
+	ones := flag.Int("scale-ones", 0, "create this many one-member clusters (and -scale-threes three-member ones) and report the operator's cost")
+	threes := flag.Int("scale-threes", 0, "three-member clusters for -scale-ones")
 	flag.Parse()
-	if err := run(*idle, *heal, *roll); err != nil {
+	if err := run(*idle, *heal, *roll, int32(*lost), *ones, *threes); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(idle time.Duration, heal, roll bool) error {
+func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int) error {
 	ctx := context.Background()
 	env, err := framework.Setup()
 	if err != nil {
@@ -59,6 +62,12 @@ func run(idle time.Duration, heal, roll bool) error {
 	}
 	if roll {
 		return rollouts(ctx, env, c, ns)
+	}
+	if lost > 0 {
+		return nodeLoss(ctx, env, c, ns, lost)
+	}
+	if ones+threes > 0 {
+		return scale(ctx, env, c, ns, ones, threes, idle)
 	}
 
 	one, err := timeToReady(ctx, c, ns, "one", 1)

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -44,11 +45,12 @@ const (
 func main() {
 	image := flag.String("image", "localhost/quorumctl/etcd-operator:dev", "operator image to build and install")
 	tool := flag.String("localcluster", "bin/localcluster", "the local cluster tool")
+	nodes := flag.Int("nodes", 1, "nodes of the local cluster, if the demo brings one up")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *image, *tool); err != nil {
+	if err := run(ctx, *image, *tool, *nodes); err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
 		os.Exit(1)
 	}
@@ -63,7 +65,7 @@ type demo struct {
 	image      string
 }
 
-func run(ctx context.Context, image, tool string) error {
+func run(ctx context.Context, image, tool string, nodes int) error {
 	wd, err := os.Getwd()
 	if err != nil {
 		return err
@@ -77,7 +79,7 @@ func run(ctx context.Context, image, tool string) error {
 		return err
 	}
 	d := &demo{root: root, layout: layout, p: localcluster.NewProgress(os.Stdout), image: image}
-	if err := d.cluster(ctx, tool); err != nil {
+	if err := d.cluster(ctx, tool, nodes); err != nil {
 		return err
 	}
 	if err := d.operator(ctx); err != nil {
@@ -103,7 +105,7 @@ func run(ctx context.Context, image, tool string) error {
 
 // cluster picks the current kubeconfig's cluster when it answers, and the
 // local cluster otherwise, bringing that up if needed.
-func (d *demo) cluster(ctx context.Context, tool string) error {
+func (d *demo) cluster(ctx context.Context, tool string, nodes int) error {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig(); err == nil && answers(ctx, cfg) {
 		d.kubeconfig = firstKubeconfig(rules)
@@ -111,8 +113,8 @@ func (d *demo) cluster(ctx context.Context, tool string) error {
 		d.p.Printf("using the cluster of the current kubeconfig (%s)", cfg.Host)
 		return nil
 	}
-	d.p.Printf("no cluster answers for the current kubeconfig; bringing up the local cluster")
-	if err := d.stream(ctx, nil, filepath.Join(d.root, tool), "up"); err != nil {
+	d.p.Printf("no cluster answers for the current kubeconfig; bringing up the local cluster (%d node(s))", nodes)
+	if err := d.stream(ctx, nil, filepath.Join(d.root, tool), "up", "--nodes", strconv.Itoa(nodes)); err != nil {
 		return fmt.Errorf("the local cluster did not come up: %w", err)
 	}
 	d.kubeconfig, d.local = d.layout.Kubeconfig(), true

@@ -251,6 +251,36 @@ func (c *client) Compact(ctx context.Context, revision int64) error {
 	})
 }
 
+// AdvanceLog grants a lease, revokes it, and revokes it again n-2 times. A
+// revocation is proposed through raft before anything checks the lease, so
+// each is one committed entry; once the lease is gone each applies as a
+// no-op, and no key or lease is left.
+func (c *client) AdvanceLog(ctx context.Context, n int) error {
+	return c.balanced(ctx, OpAdvanceLog, func(ctx context.Context) error {
+		grant, err := c.cli.Grant(ctx, 60)
+		if err != nil {
+			return err
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		sem := make(chan struct{}, 16)
+		for i := 0; i < max(n-1, 1); i++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if _, err := c.cli.Revoke(ctx, grant.ID); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	})
+}
+
 func (c *client) MoveLeader(ctx context.Context, transfereeID uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
 	defer cancel()

@@ -457,3 +457,21 @@ func TestQuorumLoss(t *testing.T) {
 	g.Expect(errors.Is(err, rpctypes.ErrNoLeader)).To(BeTrue(), "got %v", err)
 	g.Expect(classify(err)).To(Equal([]string{"Unavailable"}))
 }
+
+func TestAdvanceLog(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := testCtx(t)
+	m := startCluster(t, memberOpts{})
+	c := dial(t, []string{m.clientURL})
+	before, err := c.Status(ctx, m.clientURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.AdvanceLog(ctx, 200)).To(Succeed())
+	after, err := c.Status(ctx, m.clientURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(after.RaftIndex-before.RaftIndex).To(BeNumerically(">=", 200), "every call is a committed entry")
+	g.Expect(after.Revision).To(Equal(before.Revision), "and no key changes")
+	leases, err := rawClient(t, m).Leases(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(leases.Leases).To(BeEmpty(), "nor is a lease left")
+}

@@ -35,6 +35,8 @@ const (
 	OpCheckPassword      = "CheckPassword"
 	OpChangePassword     = "ChangePassword"
 	OpServedCertificate  = "ServedCertificate"
+	OpAdvanceLog         = "AdvanceLog"
+	OpSnapshot           = "Snapshot"
 )
 
 // CallError says which operation against which endpoint failed, so that

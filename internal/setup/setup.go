@@ -2,6 +2,7 @@ package setup
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -41,11 +42,17 @@ type ControllerOptions struct {
 	// OperatorImage is the operator's own image, for work that runs in the
 	// member Pods' namespace (snapshot and restore jobs). Optional today.
 	OperatorImage string
+	// MaxConcurrentReconciles is how many objects of each kind are
+	// reconciled at once.
+	MaxConcurrentReconciles int
 }
 
 // Validate reports options the controllers cannot work with.
 func (o ControllerOptions) Validate() error {
 	var errs []error
+	if o.MaxConcurrentReconciles < 0 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles must not be negative, got %d", o.MaxConcurrentReconciles))
+	}
 	if strings.TrimSpace(o.EtcdImageRepository) == "" {
 		errs = append(errs, errors.New("the etcd image repository is empty"))
 	}

@@ -15,6 +15,10 @@ import (
 	"github.com/quorumctl/etcd-operator/test/localcluster"
 )
 
+// demoNodes is the local cluster the demo brings up here: the demo's three
+// members get a node each, as the e2e suite's clusters do.
+const demoNodes = "3"
+
 func TestMakeDemo(t *testing.T) {
 	wd, _ := os.Getwd()
 	root, err := localcluster.FindRepoRoot(wd)
@@ -33,7 +37,7 @@ func TestMakeDemo(t *testing.T) {
 	noCluster := filepath.Join(t.TempDir(), "no-such-kubeconfig")
 	run := func(label string) string {
 		t.Helper()
-		cmd := exec.Command("make", "--no-print-directory", "demo")
+		cmd := exec.Command("make", "--no-print-directory", "demo", "NODES="+demoNodes)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+noCluster)
 		out, err := cmd.CombinedOutput()
@@ -46,7 +50,7 @@ func TestMakeDemo(t *testing.T) {
 
 	first := run("first")
 	for _, want := range []string{
-		"bringing up the local cluster",
+		"bringing up the local cluster (" + demoNodes + " node(s))",
 		"local cluster is ready",
 		"installing the operator chart",
 		"creating EtcdCluster etcd-demo/example",

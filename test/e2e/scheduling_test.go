@@ -33,7 +33,7 @@ func TestSchedulingDefaults(t *testing.T) {
 	nodes, err := env.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(nodes.Items).NotTo(BeEmpty())
-	// Satisfiable on the one node, and unlike anything the operator adds.
+	// Satisfiable (on the first node), and unlike anything the operator adds.
 	userAffinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{

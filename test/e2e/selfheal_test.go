@@ -257,13 +257,15 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 	// The operator reacts to one failure within a second, so to have it find
 	// two broken members at once it is stopped while both break, and started
 	// again afterwards: an operator restart in the middle of an outage.
+	replicas, err := env.OperatorReplicas(ctx)
+	h.g.Expect(err).NotTo(HaveOccurred())
 	h.g.Expect(env.ScaleOperator(ctx, 0)).To(Succeed())
-	defer func() { h.g.Expect(env.ScaleOperator(context.Background(), 1)).To(Succeed()) }()
+	defer func() { h.g.Expect(env.ScaleOperator(context.Background(), replicas)).To(Succeed()) }()
 	for _, m := range []v1alpha1.EtcdMember{first, second} {
 		h.g.Expect(env.WipeDataDir(ctx, h.ns, m.Name)).To(Succeed())
 		h.g.Expect(env.RestartEtcd(ctx, h.ns, m.Name)).To(Succeed())
 	}
-	h.g.Expect(env.ScaleOperator(ctx, 1)).To(Succeed())
+	h.g.Expect(env.ScaleOperator(ctx, replicas)).To(Succeed())
 	h.g.Expect(framework.WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
 		cl := &v1alpha1.EtcdCluster{}
 		if err := h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl); err != nil {

@@ -280,6 +280,13 @@ func (m *Member) Restart() error {
 	return m.start()
 }
 
+// RestartWith starts the stopped member again on its data dir with another
+// etcd binary, as a rolling upgrade or downgrade does.
+func (m *Member) RestartWith(bin string) error {
+	m.bin = bin
+	return m.Restart()
+}
+
 // WaitReady polls until the member serves a linearizable read, which needs a
 // leader and this member caught up with it, or the process exits.
 func (m *Member) WaitReady(timeout time.Duration) error {
@@ -382,11 +389,11 @@ func freePorts(t testing.TB, n int) []int {
 // Args are the member's flags.
 func (m *Member) Args() []string { return append([]string(nil), m.args...) }
 
-// RestartWith starts a stopped member again with other flags, as a rollout
+// RestartWithFlags starts a stopped member again with other flags, as a rollout
 // re-creates a Pod from a new template on the same data dir. clientTLS, if
 // not nil, replaces the TLS the readiness check dials with, and clientURL,
 // if not empty, the member's client URL.
-func (m *Member) RestartWith(args []string, clientURL string, clientTLS *tls.Config) error {
+func (m *Member) RestartWithFlags(args []string, clientURL string, clientTLS *tls.Config) error {
 	m.args = append([]string(nil), args...)
 	if clientURL != "" {
 		m.ClientURL = clientURL

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +25,25 @@ type addonValues struct {
 	CoreDNSImage   string
 	LocalPathImage string
 	ToolsImage     string
-	StorageDir     string
+	// StoragePathMap is the provisioner's config.json: one volume directory
+	// per node and none for any other node, so a volume is always on the
+	// disk of the node its Pod was scheduled to.
+	StoragePathMap string
+}
+
+func (l Layout) storagePathMap(nodes []Node) (string, error) {
+	type nodePath struct {
+		Node  string   `json:"node"`
+		Paths []string `json:"paths"`
+	}
+	var cfg struct {
+		NodePathMap []nodePath `json:"nodePathMap"`
+	}
+	for _, n := range nodes {
+		cfg.NodePathMap = append(cfg.NodePathMap, nodePath{Node: n.Name, Paths: []string{l.NodeStorageDir(n)}})
+	}
+	data, err := json.Marshal(cfg)
+	return string(data), err
 }
 
 // applyAddons server-side-applies CoreDNS and the storage provisioner.

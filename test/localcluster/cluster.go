@@ -8,13 +8,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
 // UpOptions tune cluster-up.
 type UpOptions struct {
-	// Nodes is the number of kubelet nodes; one is enough for now.
+	// Nodes is the number of kubelet nodes, 1 to MaxNodes; 0 means one for a
+	// new cluster and any number for a running one.
 	Nodes int
 	// Executable is the binary to run as the supervisor (this tool).
 	Executable string
@@ -23,23 +25,20 @@ type UpOptions struct {
 // Up brings the cluster up, or checks that the running one is healthy. It is
 // idempotent: a second call only waits for health.
 func (l Layout) Up(ctx context.Context, p *Progress, opts UpOptions) error {
-	if opts.Nodes < 1 {
-		opts.Nodes = 1
-	}
-	if opts.Nodes > 1 {
-		// Node setup is per node already (bridge, subnet, containerd state,
-		// kubelet root, cgroup root), but nodes share the host's network
-		// namespace, where two kube-proxies would fight over one set of
-		// iptables chains; that needs its own design.
-		return fmt.Errorf("--nodes %d: only one node is supported so far", opts.Nodes)
-	}
-	nodes := make([]Node, opts.Nodes)
-	for i := range nodes {
-		nodes[i] = NodeAt(i)
+	if opts.Nodes < 0 || opts.Nodes > MaxNodes {
+		return fmt.Errorf("--nodes %d: the local cluster has 1 to %d nodes", opts.Nodes, MaxNodes)
 	}
 	if pid := l.SupervisorPID(); pid != 0 {
 		p.Printf("local cluster already running (supervisor pid %d); checking health", pid)
+		nodes, err := l.checkRunning(opts.Nodes)
+		if err != nil {
+			return err
+		}
 		return l.waitHealthy(ctx, p, nodes)
+	}
+	nodes := make([]Node, max(opts.Nodes, 1))
+	for i := range nodes {
+		nodes[i] = NodeAt(i)
 	}
 	if err := EnsurePrerequisites(ctx, p); err != nil {
 		return err
@@ -65,13 +64,13 @@ func (l Layout) Up(ctx context.Context, p *Progress, opts UpOptions) error {
 		}
 	}
 	_ = os.RemoveAll(l.LogDir())
-	for _, dir := range []string{l.LogDir(), l.BinDir(), l.storageDir(), runDir} {
+	for _, dir := range []string{l.LogDir(), l.BinDir(), runDir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 	}
 	for _, n := range nodes {
-		for _, dir := range []string{l.kubeletRoot(n), l.podLogsDir(n), l.cniIPAMDir(n), containerdState(n)} {
+		for _, dir := range []string{l.kubeletRoot(n), l.podLogsDir(n), l.cniIPAMDir(n), containerdState(n), l.NodeStorageDir(n)} {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
@@ -101,16 +100,45 @@ func (l Layout) Up(ctx context.Context, p *Progress, opts UpOptions) error {
 	if err := l.startSupervisor(opts.Executable); err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if !waitReady(ctx, Process{ReadyUnix: ContainerdSocket(n)}, 60*time.Second) {
-			return l.componentFailure("containerd did not start", componentName("containerd", n), "supervisor")
-		}
-		p.Printf("importing images into %s", n.Name)
-		if err := l.importImages(ctx, n, images); err != nil {
-			return err
-		}
+	// The supervisor starts the control plane meanwhile; the images only
+	// need each node's runtime.
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !waitReady(ctx, Process{ReadyUnix: ContainerdSocket(n)}, 60*time.Second) {
+				errs[i] = l.componentFailure("containerd did not start", componentName("containerd", n), "supervisor")
+				return
+			}
+			errs[i] = l.importImages(ctx, n, images)
+		}()
+	}
+	p.Printf("importing images into %d node(s)", len(nodes))
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	return l.waitHealthy(ctx, p, nodes)
+}
+
+// checkRunning returns the running cluster's nodes, refusing a different
+// node count than asked for (0 accepts any) and a node that node stop took
+// down: health would never come.
+func (l Layout) checkRunning(want int) ([]Node, error) {
+	nodes, err := l.RunningNodes()
+	if err != nil {
+		return nil, err
+	}
+	if want != 0 && want != len(nodes) {
+		return nil, fmt.Errorf("a %d-node local cluster is running, not %d; bring it down first (localcluster down)", len(nodes), want)
+	}
+	status, err := l.ReadSupervisorStatus()
+	if err == nil && len(status.StoppedNodes) > 0 {
+		return nil, fmt.Errorf("node(s) %s stopped by node stop; start them with localcluster node start", strings.Join(status.StoppedNodes, ", "))
+	}
+	return nodes, nil
 }
 
 // Prepare installs the prerequisites and builds (or finds cached) every

@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Process is one supervised component: how to start it and how to tell that
@@ -16,20 +19,60 @@ type Process struct {
 	Args []string `json:"args"`
 	Env  []string `json:"env,omitempty"`
 	// ReadyUnix and ReadyTCP name a socket or host:port that answers once
-	// the process is serving.
+	// the process is serving. ReadyURL is an HTTPS URL (verified against
+	// ReadyCA) that must answer 200: an open port is not enough for the API
+	// server, whose clients fail until its bootstrap RBAC exists.
 	ReadyUnix string `json:"readyUnix,omitempty"`
 	ReadyTCP  string `json:"readyTCP,omitempty"`
+	ReadyURL  string `json:"readyURL,omitempty"`
+	ReadyCA   string `json:"readyCA,omitempty"`
+	// Stage orders the start: every process of a stage starts together once
+	// all of the previous stage are ready.
+	Stage int `json:"stage"`
 	// Node marks node components; containerd must outlive the kubelet so Pods
-	// can be torn down through CRI.
+	// can be torn down through CRI. A node fault stops exactly these.
 	Node string `json:"node,omitempty"`
 	// Runtime marks a node's container runtime.
 	Runtime bool `json:"runtime,omitempty"`
 }
 
+// Start stages: the runtimes need nothing, etcd needs nothing but is the API
+// server's store, and everything else needs the API server.
+const (
+	stageRuntime = iota
+	stageStore
+	stageAPIServer
+	stageClients
+)
+
 // Plan is everything the supervisor runs, in start order.
 type Plan struct {
 	Nodes     []Node    `json:"nodes"`
 	Processes []Process `json:"processes"`
+}
+
+// Node returns the plan's node of that name.
+func (p Plan) Node(name string) (Node, error) {
+	for _, n := range p.Nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	names := make([]string, 0, len(p.Nodes))
+	for _, n := range p.Nodes {
+		names = append(names, n.Name)
+	}
+	return Node{}, fmt.Errorf("the local cluster has no node %q (its nodes: %s)", name, strings.Join(names, ", "))
+}
+
+// RunningNodes lists the nodes of the cluster this layout set up, from its
+// plan; it fails when no cluster was set up.
+func (l Layout) RunningNodes() ([]Node, error) {
+	plan, err := l.readPlan()
+	if err != nil {
+		return nil, fmt.Errorf("the local cluster is not set up (no plan): %w", err)
+	}
+	return plan.Nodes, nil
 }
 
 func (l Layout) writePlan(plan Plan) error {
@@ -93,6 +136,7 @@ func (l Layout) buildPlan(v Versions, bins Binaries, nodes []Node) (Plan, error)
 			"--log-level=warn",
 		},
 		ReadyTCP: fmt.Sprintf("127.0.0.1:%d", apiserverEtcdClientPort),
+		Stage:    stageStore,
 	})
 	plan.Processes = append(plan.Processes, Process{
 		Name: "kube-apiserver",
@@ -116,6 +160,10 @@ func (l Layout) buildPlan(v Versions, bins Binaries, nodes []Node) (Plan, error)
 			"--service-account-key-file=" + filepath.Join(pki, "sa.pub"),
 			"--service-account-signing-key-file=" + filepath.Join(pki, "sa.key"),
 			"--allow-privileged=true",
+			// Pods without tolerations of their own leave a lost node after
+			// this long rather than five minutes (see README, node faults).
+			fmt.Sprintf("--default-not-ready-toleration-seconds=%d", int(podEvictionToleration.Seconds())),
+			fmt.Sprintf("--default-unreachable-toleration-seconds=%d", int(podEvictionToleration.Seconds())),
 			// Writes only, at Metadata level: enough to count what a
 			// controller writes (the operator must write nothing while idle)
 			// without slowing the API server down.
@@ -126,7 +174,9 @@ func (l Layout) buildPlan(v Versions, bins Binaries, nodes []Node) (Plan, error)
 			"--profiling=false",
 			"--v=1",
 		},
-		ReadyTCP: fmt.Sprintf("%s:%d", ControlPlaneIP(), APIServerPort),
+		ReadyURL: APIServerURL() + "/readyz",
+		ReadyCA:  filepath.Join(pki, "ca.crt"),
+		Stage:    stageAPIServer,
 	})
 	cm := filepath.Join(pki, "controller-manager.kubeconfig")
 	plan.Processes = append(plan.Processes, Process{
@@ -145,10 +195,15 @@ func (l Layout) buildPlan(v Versions, bins Binaries, nodes []Node) (Plan, error)
 			"--use-service-account-credentials=true",
 			"--controllers=*,bootstrapsigner,tokencleaner",
 			"--leader-elect=false",
+			// A lost node is noticed in tens of seconds, not 40 s to 5 min,
+			// so node-fault tests finish; see the kubelet's lease below.
+			"--node-monitor-period=" + nodeMonitorPeriod.String(),
+			"--node-monitor-grace-period=" + nodeMonitorGracePeriod.String(),
 			"--profiling=false",
 			"--v=1",
 		},
 		ReadyTCP: "127.0.0.1:10257",
+		Stage:    stageClients,
 	})
 	sched := filepath.Join(pki, "scheduler.kubeconfig")
 	plan.Processes = append(plan.Processes, Process{
@@ -165,20 +220,34 @@ func (l Layout) buildPlan(v Versions, bins Binaries, nodes []Node) (Plan, error)
 			"--v=1",
 		},
 		ReadyTCP: "127.0.0.1:10259",
+		Stage:    stageClients,
 	})
+	proxy, err := l.kubeProxyProcess(bins)
+	if err != nil {
+		return plan, err
+	}
+	plan.Processes = append(plan.Processes, proxy)
 	for _, n := range nodes {
 		kubelet, err := l.kubeletProcess(n, bins)
 		if err != nil {
 			return plan, err
 		}
-		proxy, err := l.kubeProxyProcess(n, bins)
-		if err != nil {
-			return plan, err
-		}
-		plan.Processes = append(plan.Processes, kubelet, proxy)
+		plan.Processes = append(plan.Processes, kubelet)
 	}
 	return plan, nil
 }
+
+// Node failure detection. The kubelet renews its Lease every quarter of the
+// lease duration (5 s); the node lifecycle controller calls a node
+// unreachable once the grace period passes without a renewal, and Pods
+// without tolerations of their own are evicted from it after
+// podEvictionToleration more. The operator must not depend on any of these.
+const (
+	nodeLeaseDuration      = 20 * time.Second
+	nodeMonitorPeriod      = 2 * time.Second
+	nodeMonitorGracePeriod = 20 * time.Second
+	podEvictionToleration  = 30 * time.Second
+)
 
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -248,6 +317,7 @@ oom_score = 0
 		Path:      "/usr/bin/containerd",
 		Args:      []string{"--config", path, "--log-level", "warn"},
 		ReadyUnix: ContainerdSocket(n),
+		Stage:     stageRuntime,
 		Node:      n.Name,
 		Runtime:   true,
 	}, nil
@@ -328,11 +398,13 @@ serializeImagePulls: false
 syncFrequency: 10s
 fileCheckFrequency: 10s
 nodeStatusUpdateFrequency: 5s
+nodeLeaseDurationSeconds: %d
 rotateCertificates: false
 serverTLSBootstrap: false
 `, n.IP, 10248+n.Index*100, filepath.Join(pki, "kubelet-serving-"+n.Name+".crt"),
 		filepath.Join(pki, "kubelet-serving-"+n.Name+".key"), filepath.Join(pki, "ca.crt"),
-		cgroupRoot(n), ClusterDomain, DNSServiceIP, ContainerdSocket(n), l.podLogsDir(n))
+		cgroupRoot(n), ClusterDomain, DNSServiceIP, ContainerdSocket(n), l.podLogsDir(n),
+		int(nodeLeaseDuration.Seconds()))
 	path := filepath.Join(l.configDir(), componentName("kubelet", n)+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return Process{}, err
@@ -347,14 +419,24 @@ serverTLSBootstrap: false
 			"--cert-dir=" + filepath.Join(l.kubeletRoot(n), "pki"),
 			"--node-ip=" + n.IP,
 			"--hostname-override=" + n.Name,
+			// NodeRestriction lets a kubelet set this label on its own
+			// Node; kubernetes.io/hostname comes from the override above.
+			"--node-labels=" + corev1.LabelTopologyZone + "=" + n.Zone,
 			"--v=1",
 		},
 		ReadyTCP: fmt.Sprintf("127.0.0.1:%d", 10248+n.Index*100),
+		Stage:    stageClients,
 		Node:     n.Name,
 	}, nil
 }
 
-func (l Layout) kubeProxyProcess(n Node, bins Binaries) (Process, error) {
+// kubeProxyProcess is the one kube-proxy of the machine. All nodes share the
+// host's network namespace, so one set of iptables rules serves the Pods of
+// every node; a second kube-proxy would rewrite the same chains. It belongs to
+// no node, so node faults leave Service routing alone. Its hostnameOverride
+// only decides which endpoints count as local for the Local traffic policies
+// (docs/design/0009-one-kube-proxy-for-all-nodes.md).
+func (l Layout) kubeProxyProcess(bins Binaries) (Process, error) {
 	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -363,8 +445,8 @@ clientConnection:
 hostnameOverride: %s
 bindAddress: %s
 clusterCIDR: %s
-healthzBindAddress: 127.0.0.1:%d
-metricsBindAddress: 127.0.0.1:%d
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
 # Leave the machine's conntrack sysctls alone; the defaults are ample here.
 conntrack:
   maxPerCore: 0
@@ -374,17 +456,17 @@ conntrack:
 iptables:
   syncPeriod: 30s
   minSyncPeriod: 0s
-`, filepath.Join(l.pkiDir(), "kube-proxy.kubeconfig"), n.Name, n.IP, PodCIDR, 10256+n.Index*100, 10249+n.Index*100)
-	path := filepath.Join(l.configDir(), componentName("kube-proxy", n)+".yaml")
+`, filepath.Join(l.pkiDir(), "kube-proxy.kubeconfig"), NodeAt(0).Name, ControlPlaneIP(), PodCIDR)
+	path := filepath.Join(l.configDir(), "kube-proxy.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return Process{}, err
 	}
 	return Process{
-		Name:     componentName("kube-proxy", n),
+		Name:     "kube-proxy",
 		Path:     bins.KubernetesBinary("kube-proxy"),
 		Args:     []string{"--config=" + path, "--v=1"},
-		ReadyTCP: fmt.Sprintf("127.0.0.1:%d", 10256+n.Index*100),
-		Node:     n.Name,
+		ReadyTCP: "127.0.0.1:10256",
+		Stage:    stageClients,
 	}, nil
 }
 

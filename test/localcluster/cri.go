@@ -13,13 +13,7 @@ import (
 // removeAllPods stops and removes every pod sandbox on a node through CRI, so
 // the CNI plugins run their DEL and take their veths, addresses and iptables
 // rules with them before the runtime stops.
-func removeAllPods(ctx context.Context, nodeName string) error {
-	var node Node
-	for i := 0; i < 16; i++ {
-		if NodeAt(i).Name == nodeName {
-			node = NodeAt(i)
-		}
-	}
+func removeAllPods(ctx context.Context, node Node) error {
 	conn, err := grpc.NewClient("unix://"+ContainerdSocket(node), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -73,13 +74,17 @@ func (l Layout) waitHealthy(ctx context.Context, p *Progress, nodes []Node) erro
 	if err != nil {
 		return err
 	}
+	pathMap, err := l.storagePathMap(nodes)
+	if err != nil {
+		return err
+	}
 	values := addonValues{
 		ClusterDomain:  ClusterDomain,
 		DNSServiceIP:   DNSServiceIP,
 		CoreDNSImage:   coreDNSRepo + ":" + v.CoreDNS,
 		LocalPathImage: localPathRepo + ":" + v.LocalPathProvisioner,
 		ToolsImage:     ToolsImage,
-		StorageDir:     l.storageDir(),
+		StoragePathMap: pathMap,
 	}
 	// Right after start the API server may still be creating its bootstrap
 	// RBAC and namespaces, so the first applies can be refused.
@@ -91,33 +96,36 @@ func (l Layout) waitHealthy(ctx context.Context, p *Progress, nodes []Node) erro
 		return fmt.Errorf("failed to apply the add-ons: %w", err)
 	}
 	p.Printf("waiting for %d node(s) to be Ready", len(nodes))
-	for _, n := range nodes {
-		err := poll(ctx, 2*time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+	var notReady []string
+	err = poll(ctx, 2*time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		notReady = nil
+		for _, n := range nodes {
 			node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
+			if err != nil || !nodeReady(node) {
+				notReady = append(notReady, n.Name)
 			}
-			return nodeReady(node), nil
-		})
-		if err != nil {
-			return l.componentFailure(fmt.Sprintf("node %s did not become Ready: %v", n.Name, err),
-				componentName("kubelet", n), componentName("containerd", n))
 		}
+		return len(notReady) == 0, nil
+	})
+	if err != nil {
+		var logs []string
+		for _, name := range notReady {
+			logs = append(logs, "kubelet-"+name, "containerd-"+name)
+		}
+		return l.componentFailure(fmt.Sprintf("node(s) %s did not become Ready: %v", strings.Join(notReady, ", "), err), logs...)
 	}
 	p.Printf("waiting for CoreDNS and the storage provisioner")
-	for _, d := range []struct{ ns, name string }{{"kube-system", "coredns"}, {"local-path-storage", "local-path-provisioner"}} {
-		err := poll(ctx, 3*time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
-			dep, err := cs.AppsV1().Deployments(d.ns).Get(ctx, d.name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			return deploymentAvailable(dep), nil
-		})
-		if err != nil {
-			diag := podDiagnostics(ctx, cs, d.ns)
-			return l.componentFailure(fmt.Sprintf("%s/%s did not become available: %v\n%s", d.ns, d.name, err, diag),
-				componentName("kubelet", nodes[0]), componentName("containerd", nodes[0]))
+	err = poll(ctx, 3*time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		problems := addonProblems(ctx, cs, len(nodes))
+		return len(problems) == 0, errors.New(strings.Join(problems, "; "))
+	})
+	if err != nil {
+		diag := podDiagnostics(ctx, cs, "kube-system") + podDiagnostics(ctx, cs, "local-path-storage")
+		var logs []string
+		for _, n := range nodes {
+			logs = append(logs, componentName("kubelet", n))
 		}
+		return l.componentFailure(fmt.Sprintf("the add-ons did not become available: %v\n%s", err, diag), logs...)
 	}
 	err = poll(ctx, time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
 		scs, err := cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
@@ -133,6 +141,9 @@ func (l Layout) waitHealthy(ctx context.Context, p *Progress, nodes []Node) erro
 	})
 	if err != nil {
 		return fmt.Errorf("no default StorageClass: %w", err)
+	}
+	if err := l.ensureS3(ctx, p, cfg, cs); err != nil {
+		return err
 	}
 	p.Printf("local cluster is ready; export KUBECONFIG=%s", l.Kubeconfig())
 	return nil
@@ -157,6 +168,35 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 		}
 	}
 	return false
+}
+
+// daemonSetReady reports a DaemonSet rolled out and ready on the given
+// number of nodes.
+func daemonSetReady(d *appsv1.DaemonSet, nodes int) bool {
+	st := d.Status
+	return st.ObservedGeneration >= d.Generation && int(st.DesiredNumberScheduled) == nodes &&
+		st.NumberReady == st.DesiredNumberScheduled && st.UpdatedNumberScheduled == st.DesiredNumberScheduled
+}
+
+// addonProblems says what is not yet serving: CoreDNS on every node, the
+// provisioner.
+func addonProblems(ctx context.Context, cs kubernetes.Interface, nodes int) []string {
+	var problems []string
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	switch {
+	case err != nil:
+		problems = append(problems, err.Error())
+	case !daemonSetReady(ds, nodes):
+		problems = append(problems, fmt.Sprintf("kube-system/coredns ready on %d of %d nodes", ds.Status.NumberReady, nodes))
+	}
+	dep, err := cs.AppsV1().Deployments("local-path-storage").Get(ctx, "local-path-provisioner", metav1.GetOptions{})
+	switch {
+	case err != nil:
+		problems = append(problems, err.Error())
+	case !deploymentAvailable(dep):
+		problems = append(problems, "local-path-storage/local-path-provisioner is not available")
+	}
+	return problems
 }
 
 // podDiagnostics describes the Pods of a namespace: phase, container states
@@ -186,7 +226,8 @@ func podDiagnostics(ctx context.Context, cs kubernetes.Interface, ns string) str
 }
 
 // Status prints the state of every component and of the cluster's health
-// markers, and returns an error when something is not healthy.
+// markers, and returns an error when something is not healthy. A node that
+// node stop took down is reported as stopped, and is unhealthy too.
 func (l Layout) Status(ctx context.Context, out io.Writer) error {
 	pid := l.SupervisorPID()
 	if pid == 0 {
@@ -197,18 +238,28 @@ func (l Layout) Status(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("not running")
 	}
 	fmt.Fprintf(out, "local cluster: supervisor pid %d, kubeconfig %s\n", pid, l.Kubeconfig())
-	states, err := l.ReadComponentStates()
+	status, err := l.ReadSupervisorStatus()
 	if err != nil {
 		return fmt.Errorf("cannot read component states: %w", err)
 	}
-	unhealthy := 0
-	for _, s := range states {
-		status := "running"
-		if !s.Running || !processAlive(s.PID) {
-			status = "NOT RUNNING (" + s.LastExit + ")"
-			unhealthy++
+	nodes, err := l.RunningNodes()
+	if err != nil {
+		return err
+	}
+	var problems []string
+	for _, s := range status.Components {
+		state := "running"
+		switch {
+		case s.Held:
+			state = "stopped by node stop"
+		case !s.Running || !processAlive(s.PID):
+			state = "NOT RUNNING (" + s.LastExit + ")"
+			problems = append(problems, s.Name+" is not running")
 		}
-		fmt.Fprintf(out, "  %-28s pid %-8d restarts %-3d %s\n", s.Name, s.PID, s.Restarts, status)
+		fmt.Fprintf(out, "  %-28s pid %-8d restarts %-3d %s\n", s.Name, s.PID, s.Restarts, state)
+	}
+	for _, name := range status.StoppedNodes {
+		problems = append(problems, "node "+name+" is stopped (localcluster node start "+name+")")
 	}
 	cfg, err := l.RESTConfig()
 	if err != nil {
@@ -218,26 +269,21 @@ func (l Layout) Status(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("API server unreachable: %w", err)
-	}
-	for _, n := range nodes.Items {
-		fmt.Fprintf(out, "  node %-10s ready=%t\n", n.Name, nodeReady(&n))
-		if !nodeReady(&n) {
-			unhealthy++
+	for _, n := range nodes {
+		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("API server unreachable or node %s missing: %w", n.Name, err)
+		}
+		fmt.Fprintf(out, "  node %-8s %-8s ready=%t\n", n.Name, node.Labels[corev1.LabelTopologyZone], nodeReady(node))
+		if !nodeReady(node) {
+			problems = append(problems, "node "+n.Name+" is not Ready")
 		}
 	}
-	for _, d := range []struct{ ns, name string }{{"kube-system", "coredns"}, {"local-path-storage", "local-path-provisioner"}} {
-		dep, err := cs.AppsV1().Deployments(d.ns).Get(ctx, d.name, metav1.GetOptions{})
-		ok := err == nil && deploymentAvailable(dep)
-		fmt.Fprintf(out, "  %-38s available=%t\n", d.ns+"/"+d.name, ok)
-		if !ok {
-			unhealthy++
-		}
-	}
-	if unhealthy > 0 {
-		return fmt.Errorf("%d part(s) unhealthy", unhealthy)
+	addons := addonProblems(ctx, cs, len(nodes))
+	fmt.Fprintf(out, "  add-ons (CoreDNS on every node, storage provisioner) available=%t\n", len(addons) == 0)
+	problems = append(problems, addons...)
+	if len(problems) > 0 {
+		return fmt.Errorf("%d problem(s): %s", len(problems), strings.Join(problems, "; "))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -98,6 +99,11 @@ func (l Layout) EnsureImageTarballs(ctx context.Context, p *Progress, v Versions
 	for _, ev := range v.Etcd {
 		specs = append(specs, EtcdImageSpec(v.EtcdImage(ev), bins.Etcd[ev]))
 	}
+	s3, err := l.s3ImageSpecs(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	specs = append(specs, s3...)
 	images := make([]LocalImage, len(specs))
 	errs := make([]error, len(specs))
 	var wg sync.WaitGroup
@@ -172,7 +178,8 @@ func normalizeRef(ref string) string {
 }
 
 // ImportImage builds spec and imports it into every node of the running
-// cluster. Later work uses it for the operator's own image.
+// cluster, the nodes in parallel; make image uses it for the operator's own
+// image. A stopped node cannot take an import, and fails it.
 func (l Layout) ImportImage(ctx context.Context, spec ImageSpec) (LocalImage, error) {
 	img, err := l.EnsureImage(spec)
 	if err != nil {
@@ -182,10 +189,15 @@ func (l Layout) ImportImage(ctx context.Context, spec ImageSpec) (LocalImage, er
 	if err != nil {
 		return img, fmt.Errorf("the local cluster is not set up (no plan): %w", err)
 	}
-	for _, n := range plan.Nodes {
-		if err := l.importImages(ctx, n, []LocalImage{img}); err != nil {
-			return img, err
-		}
+	errs := make([]error, len(plan.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range plan.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = l.importImages(ctx, n, []LocalImage{img})
+		}()
 	}
-	return img, nil
+	wg.Wait()
+	return img, errors.Join(errs...)
 }

@@ -75,21 +75,26 @@ func (l Layout) BinDir() string { return filepath.Join(l.StateDir, "bin") }
 func (l Layout) pkiDir() string            { return filepath.Join(l.StateDir, "pki") }
 func (l Layout) configDir() string         { return filepath.Join(l.StateDir, "config") }
 func (l Layout) etcdDataDir() string       { return filepath.Join(l.StateDir, "etcd") }
-func (l Layout) storageDir() string        { return filepath.Join(l.StateDir, "storage") }
 func (l Layout) supervisorPIDFile() string { return filepath.Join(l.StateDir, "supervisor.pid") }
 func (l Layout) planFile() string          { return filepath.Join(l.StateDir, "plan.json") }
 func (l Layout) sysctlBackupFile() string  { return filepath.Join(l.StateDir, "sysctl-backup.json") }
 
+// MaxNodes bounds --nodes: every node is a kubelet and a containerd on this
+// one machine, and each needs its own zone letter and port offsets.
+const MaxNodes = 5
+
 // Node describes one kubelet node. Everything node-specific (containerd state,
-// kubelet root, cgroup root, bridge and subnet) is derived here so more nodes
-// only need a higher index.
+// kubelet root, cgroup root, bridge, subnet, zone and local volumes) is
+// derived from the index, so more nodes only need a higher index.
 type Node struct {
-	Index int
-	Name  string
+	Index int    `json:"index"`
+	Name  string `json:"name"`
 	// Bridge is the CNI bridge; its address is the node IP.
-	Bridge string
-	Subnet string
-	IP     string
+	Bridge string `json:"bridge"`
+	Subnet string `json:"subnet"`
+	IP     string `json:"ip"`
+	// Zone is the node's topology.kubernetes.io/zone label.
+	Zone string `json:"zone"`
 }
 
 // NodeAt returns the node with the given index.
@@ -100,7 +105,15 @@ func NodeAt(index int) Node {
 		Bridge: fmt.Sprintf("qlc%d", index),
 		Subnet: fmt.Sprintf("10.244.%d.0/24", index),
 		IP:     fmt.Sprintf("10.244.%d.1", index),
+		Zone:   fmt.Sprintf("zone-%c", 'a'+index),
 	}
+}
+
+// podIPRange is every address the node's Pods can get: the subnet without its
+// network, gateway (the node IP, which for node0 is the API server's address)
+// and broadcast addresses.
+func (n Node) podIPRange() string {
+	return fmt.Sprintf("10.244.%d.2-10.244.%d.254", n.Index, n.Index)
 }
 
 // ControlPlaneIP is where the API server serves: the first node's bridge
@@ -118,6 +131,10 @@ func (l Layout) podLogsDir(n Node) string     { return filepath.Join(l.nodeDir(n
 func (l Layout) cniConfDir(n Node) string     { return filepath.Join(l.nodeDir(n), "cni", "net.d") }
 func (l Layout) cniIPAMDir(n Node) string     { return filepath.Join(l.nodeDir(n), "cni", "ipam") }
 func (l Layout) containerdRoot(n Node) string { return filepath.Join(l.nodeDir(n), "containerd") }
+
+// NodeStorageDir holds the node's local-path volumes, one directory per
+// volume: the node's own disk, which node wipe empties.
+func (l Layout) NodeStorageDir(n Node) string { return filepath.Join(l.nodeDir(n), "storage") }
 
 // ContainerdSocket is the CRI endpoint of a node.
 func ContainerdSocket(n Node) string { return filepath.Join(runDir, n.Name, "containerd.sock") }

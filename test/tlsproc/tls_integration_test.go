@@ -224,7 +224,7 @@ func TestCARotationUnderLoad(t *testing.T) {
 			m.Stop()
 			c.files[m.Name].Trust(t, "peer", peer...)
 			c.files[m.Name].Trust(t, "client", client...)
-			g.Expect(m.RestartWith(m.Args(), "", clientCfg)).To(Succeed())
+			g.Expect(m.RestartWithFlags(m.Args(), "", clientCfg)).To(Succeed())
 			g.Expect(m.WaitReady(time.Minute)).To(Succeed(), m.LogTail(30))
 			progress(pass + " after restarting " + m.Name)
 		}
@@ -318,7 +318,7 @@ func TestPlainToTLS(t *testing.T) {
 		f.Trust(t, "peer", peerCA)
 		f.Trust(t, "client", clientCA)
 		m.Stop()
-		g.Expect(m.RestartWith(flagsFor(m, i, true), "", nil)).To(Succeed())
+		g.Expect(m.RestartWithFlags(flagsFor(m, i, true), "", nil)).To(Succeed())
 		g.Expect(m.WaitReady(time.Minute)).To(Succeed(), m.LogTail(30))
 	}
 	for i := range members {
@@ -354,7 +354,7 @@ func TestPlainToTLS(t *testing.T) {
 		_, err = op.MemberUpdate(ctx, id, []string{fmt.Sprintf("https://127.0.0.1:%d", transition[i])})
 		g.Expect(err).NotTo(HaveOccurred())
 		m.Stop()
-		g.Expect(m.RestartWith(flagsFor(m, i, false), httpsURLs[i], tlsCfg)).To(Succeed())
+		g.Expect(m.RestartWithFlags(flagsFor(m, i, false), httpsURLs[i], tlsCfg)).To(Succeed())
 		g.Expect(m.WaitReady(time.Minute)).To(Succeed(), m.LogTail(30))
 	}
 	list, err := op.MemberList(ctx)

@@ -148,6 +148,8 @@ func TestBuild_Args(t *testing.T) {
 		"--initial-advertise-peer-urls=http://" + host + ":2380",
 		"--listen-metrics-urls=http://0.0.0.0:2381",
 		"--initial-cluster-token=" + testToken,
+		// The member runs 3.6, which takes two learners at once.
+		"--max-learners=2",
 	}
 	// 1Gi by default; a third of what the WAL's 128 MB leaves is the quota.
 	defaults := []string{
@@ -208,6 +210,14 @@ func TestBuild_Args(t *testing.T) {
 			g.Expect(c.Args).To(ConsistOf(append(slices.Clone(base), tt.extra...)))
 			g.Expect(slices.IsSorted(c.Args)).To(BeTrue(), "args must be sorted: %v", c.Args)
 		})
+	}
+}
+
+func TestBuild_MaxLearnersOnlyWhereEtcdHasIt(t *testing.T) {
+	g := NewWithT(t)
+	for version, want := range map[string]bool{"3.5.35": false, "3.6.16": true, "3.7.3": true} {
+		args := pod.Build(newParams(newMember(func(m *v1alpha1.EtcdMember) { m.Spec.Version = version }))).Spec.Containers[0].Args
+		g.Expect(slices.Contains(args, "--max-learners=2")).To(Equal(want), "etcd %s", version)
 	}
 }
 

@@ -263,3 +263,25 @@ func TestMemos_AreDroppedWithTheCluster(t *testing.T) {
 	h.reconcile()
 	h.g.Expect(h.r.memos.len()).To(BeZero())
 }
+
+func TestLiveness_ScalingDownShedsTwoDownMembersOfFive(t *testing.T) {
+	h := newHarness(t)
+	h.formed(5, "demo-a", "demo-b", "demo-c", "demo-d", "demo-e")
+	h.withFinalizers()
+	// demo-b and demo-d are on a node that went away; the node-loss bound
+	// is long, so self-heal has no verdict on them yet.
+	for _, n := range []string{"demo-b", "demo-d"} {
+		h.setPodReady(n, false)
+		h.etcd.SetEndpointError(clientURL(n), etcdfake.ErrUnreachable)
+	}
+	h.setReplicas(3)
+	for i := 0; i < 10 && len(h.members()) > 3; i++ {
+		h.reconcile()
+		h.runFinalizers()
+	}
+	var names []string
+	for _, m := range h.members() {
+		names = append(names, m.Name)
+	}
+	h.g.Expect(names).To(ConsistOf("demo-a", "demo-c", "demo-e"), "the two that are down go, one after the other")
+}

@@ -11,7 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 )
 
@@ -136,7 +138,9 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
 	}
 	if l, ok := s.startedLearner(); ok {
-		return r.promote(ctx, s, l)
+		if res, promoted, err := r.promoteIfReady(ctx, s, l); promoted || err != nil {
+			return res, err
+		}
 	}
 	if res, acted, err := r.retireReplaced(ctx, s); acted || err != nil {
 		return res, err
@@ -153,11 +157,18 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if p := s.pendingMember(); p != nil {
 		return r.completeAdd(ctx, s, p)
 	}
-	if learners := s.etcd.learners(); len(learners) > 0 {
-		return r.promote(ctx, s, learners[0])
-	}
-	if len(s.counted()) < desired {
+	// Learners join side by side where etcd allows it: another can be added
+	// while one catches up, and each is promoted as soon as it is ready.
+	learners := s.etcd.learners()
+	if len(s.counted()) < desired && len(learners) < s.maxLearners() {
 		return r.scaleUp(ctx, s)
+	}
+	if len(learners) > 0 {
+		if s.promoteTried {
+			// Asked once already this pass; etcd said not yet.
+			return ctrl.Result{RequeueAfter: requeueLearnerSync}, nil
+		}
+		return r.promote(ctx, s, learners[0])
 	}
 	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
 		// A rollout that waits on the same members has said so already,
@@ -280,8 +291,13 @@ func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.Etcd
 }
 
 // idleLearner is a member other than m that etcd lists as a learner whose
-// etcd never started, and that is not itself a replacement.
+// etcd never started, and that is not itself a replacement. Only a
+// replacement takes a slot from one: a plain scale-up waits its turn, since
+// the learner it would remove may just be starting beside it.
 func (r *Reconciler) idleLearner(s *scope, m *v1alpha1.EtcdMember) *v1alpha1.EtcdMember {
+	if m.Spec.Replaces == "" {
+		return nil
+	}
 	for _, o := range s.members {
 		if o.Name == m.Name || o.Spec.Replaces != "" {
 			continue
@@ -324,7 +340,35 @@ func memberNameFromPeerURL(u string) string {
 
 // promote makes a learner a voter once its Pod is ready. etcd itself refuses
 // while the learner's log is behind, which is the signal to wait.
+// promoteIfReady promotes a started learner once etcd agrees it has caught
+// up; while it has not, the pass goes on to other steps.
+func (r *Reconciler) promoteIfReady(ctx context.Context, s *scope, learner etcd.Member) (ctrl.Result, bool, error) {
+	if m := r.memberFor(s, learner); m == nil || !s.podReady(m.Name) {
+		return ctrl.Result{}, false, nil
+	}
+	s.promoteTried = true
+	return r.promoteStep(ctx, s, learner)
+}
+
+// maxLearners is how many learners etcd lets join at once: 2 from etcd 3.6
+// on (the operator sets --max-learners), 1 while any member runs 3.5.
+func (s *scope) maxLearners() int {
+	for _, m := range s.counted() {
+		if v, err := etcdversion.Parse(m.Spec.Version); err != nil || v.Minor < 6 {
+			return 1
+		}
+	}
+	return pod.MaxLearners
+}
+
 func (r *Reconciler) promote(ctx context.Context, s *scope, learner etcd.Member) (ctrl.Result, error) {
+	res, _, err := r.promoteStep(ctx, s, learner)
+	return res, err
+}
+
+// promoteStep promotes a learner, or removes one no member owns; acted says
+// whether it changed the membership.
+func (r *Reconciler) promoteStep(ctx context.Context, s *scope, learner etcd.Member) (ctrl.Result, bool, error) {
 	m := r.memberFor(s, learner)
 	if m == nil {
 		// A learner no EtcdMember accounts for can only be the remains of an
@@ -332,22 +376,22 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, learner etcd.Member)
 		// relies on, and it blocks further adds. The cache may simply not
 		// have seen its member yet, so the API server has the last word.
 		if owned, err := r.learnerOwned(ctx, s, learner); err != nil || owned {
-			return ctrl.Result{RequeueAfter: requeueSoon}, err
+			return ctrl.Result{RequeueAfter: requeueSoon}, false, err
 		}
 		ctrl.LoggerFrom(ctx).Info("Removing a learner no member owns", "memberID", learner.IDString())
 		if _, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
 			l, err := c.MemberRemove(ctx, learner.ID)
 			return etcd.Member{}, l, err
 		}); err != nil && !etcd.IsMemberNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("failed to remove orphan learner %s: %w", learner.IDString(), err)
+			return ctrl.Result{}, true, fmt.Errorf("failed to remove orphan learner %s: %w", learner.IDString(), err)
 		}
 		r.event(s.cluster, corev1.EventTypeWarning, "OrphanLearnerRemoved", "RemoveMember",
 			"Removed learner %s that no EtcdMember owns", learner.IDString())
-		return ctrl.Result{RequeueAfter: requeueSoon}, nil
+		return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
 	}
 	if !s.podReady(m.Name) || learner.Name == "" {
 		s.setProgress(v1alpha1.ScalingUpReason, "waiting for learner %s to start", m.Name)
-		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, false, nil
 	}
 	s.setProgress(v1alpha1.PromotingLearnerReason, "promoting learner %s", m.Name)
 	_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
@@ -357,18 +401,18 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, learner etcd.Member)
 	switch {
 	case etcd.IsLearnerNotReady(err):
 		s.setProgress(v1alpha1.PromotingLearnerReason, "learner %s is catching up", m.Name)
-		return ctrl.Result{RequeueAfter: requeueLearnerSync}, nil
+		return ctrl.Result{RequeueAfter: requeueLearnerSync}, false, nil
 	case etcd.IsUnhealthyCluster(err):
-		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
+		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, false, nil
 	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("failed to promote learner %s: %w", m.Name, err)
+		return ctrl.Result{}, true, fmt.Errorf("failed to promote learner %s: %w", m.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Promoted learner", "member", m.Name, "memberID", learner.IDString())
 	r.event(s.cluster, corev1.EventTypeNormal, "MemberPromoted", "PromoteMember",
 		"Promoted member %s (%s) to voter", m.Name, learner.IDString())
 	// Nothing in Kubernetes changes on a promotion, so look again shortly to
 	// record the new role and move on.
-	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+	return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
 }
 
 // learnerOwned: a member the API server has, live or leaving, accounts

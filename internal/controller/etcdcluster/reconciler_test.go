@@ -83,8 +83,36 @@ func TestScaleUp_CreateAddPatchInOnePass(t *testing.T) {
 		strings.Join(sortedPair("demo-a="+peerURL("demo-a"), added.Name+"="+peerURL(added.Name)), ",")))
 
 	h.reconcile()
-	h.g.Expect(h.members()).To(HaveLen(2), "no second add while the learner has not started")
 	h.g.Expect(h.etcd.Promoted).To(BeEmpty(), "a learner without a ready Pod is not promoted")
+}
+
+func TestScaleUp_LearnersJoinSideBySideFromEtcd36(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.etcd.SetMaxLearners(2)
+	h.reconcile()
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(2), "a second learner joins while the first catches up")
+	h.g.Expect(h.members()).To(HaveLen(3))
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(2), "never more than the target")
+}
+
+func TestScaleUp_OneLearnerAtATimeOnEtcd35(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	a := h.member("demo-a")
+	a.Spec.Version = "3.5.35"
+	h.g.Expect(h.c.Update(context.Background(), a)).To(Succeed())
+	cl := h.cluster()
+	cl.Spec.Version = "3.5.35"
+	cl.Status.Observed.Version = "3.5.35"
+	h.g.Expect(h.c.Update(context.Background(), cl)).To(Succeed())
+	h.g.Expect(h.c.Status().Update(context.Background(), cl)).To(Succeed())
+	h.reconcile()
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(2), "etcd 3.5 takes one learner at a time")
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
 }
 
 // The three crash points of a scale-up: after Create, after AddLearner, and

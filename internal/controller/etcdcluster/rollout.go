@@ -125,6 +125,21 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 		}
 		ms = append(ms, rm)
 	}
+	if remaining := s.entriesBeforeUpgrade(); remaining > 0 && s.outdatedCount() > 0 && s.settling() == "" {
+		// Each member takes a raft snapshot every snapshot-count entries;
+		// harmless entries get there without waiting for the users'.
+		n := min(remaining, advanceLogBatch)
+		_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
+			return etcd.Member{}, etcd.MemberList{}, c.AdvanceLog(ctx, n)
+		})
+		if err != nil && !etcd.IsUnavailable(err) {
+			return ctrl.Result{}, true, fmt.Errorf("failed to advance the raft log: %w", err)
+		}
+		s.setProgress(v1alpha1.RollingUpdateReason,
+			"waiting until every member has taken a raft snapshot since the cluster came to run %s, which etcd %s needs before it starts: %d log entries to go",
+			s.cluster.Status.MinorSince.Minor, s.cluster.Status.Observed.Version, remaining)
+		return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
+	}
 	d := rollout.Next(ms, rollout.Options{Paused: s.cluster.Spec.Rollout.Paused, Settling: s.settling()})
 	updated := len(ms) - s.outdatedCount()
 	log := ctrl.LoggerFrom(ctx)
@@ -308,3 +323,51 @@ var imageFailures = map[string]bool{
 // rolloutCrashRestarts is how many restarts of an updated member's Pod stop
 // the rollout.
 const rolloutCrashRestarts = 3
+
+// advanceLogBatch bounds the harmless entries one pass commits, so that a
+// pass stays short.
+const advanceLogBatch = 2000
+
+// entriesBeforeUpgrade is how many more log entries must be committed before
+// members may start on the target's minor release, or 0. etcd 3.7 and later
+// cannot replay entries written before their cluster ran the previous minor
+// (a cluster upgraded from 3.5 keeps v2-era entries in its log until every
+// member snapshots past them); a member replays only what follows its last
+// raft snapshot, which it takes every snapshot-count entries. So once the
+// log has moved that far since every member ran the previous minor, nothing
+// older is replayed.
+func (s *scope) entriesBeforeUpgrade() int {
+	target, err := etcdversion.Parse(s.cluster.Status.Observed.Version)
+	since := s.cluster.Status.MinorSince
+	// A raft index of 0 marks a cluster formed on that minor: its log holds
+	// nothing older.
+	if err != nil || target.Minor < 7 || since == nil || since.RaftIndex == 0 || !s.etcd.usable() {
+		return 0
+	}
+	from, err := etcdversion.Parse(since.Minor + ".0")
+	if err != nil || from.Minor >= target.Minor {
+		return 0
+	}
+	var count uint64
+	for _, m := range s.counted() {
+		count = max(count, snapshotCount(m))
+	}
+	mark := uint64(since.RaftIndex)
+	leader := s.etcd.health[s.etcd.leaderID()].status.RaftIndex
+	if leader > mark+count {
+		return 0
+	}
+	return int(mark + count + 1 - leader)
+}
+
+// snapshotCount is a member's --snapshot-count: its own setting, or its
+// release's default.
+func snapshotCount(m *v1alpha1.EtcdMember) uint64 {
+	if o := m.Spec.Options; o != nil && o.SnapshotCount != nil {
+		return uint64(*o.SnapshotCount)
+	}
+	if v, err := etcdversion.Parse(m.Spec.Version); err == nil && v.Minor < 6 {
+		return 100000
+	}
+	return 10000
+}

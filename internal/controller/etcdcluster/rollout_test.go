@@ -218,3 +218,44 @@ func TestRollout_PausedHoldsBetweenMembers(t *testing.T) {
 	}
 	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Reason).To(Equal(v1alpha1.RolloutPausedReason))
 }
+
+func TestRollout_37WaitsForSnapshotsPastThe35Log(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b", "demo-c")
+	cl := h.cluster()
+	// Upgraded from 3.5 at raft index 100: the log still holds 3.5's entries.
+	h.etcd.SetVersion("3.6.16")
+	cl.Status.MinorSince = &v1alpha1.MinorMark{Minor: "3.6", RaftIndex: 100}
+	h.g.Expect(h.c.Status().Update(context.Background(), cl)).To(Succeed())
+	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Version = "3.7.3" })
+	for i := 0; i < 10; i++ {
+		h.reconcile()
+		if h.version("demo-a") != v1alpha1.DefaultEtcdVersion || h.version("demo-b") != v1alpha1.DefaultEtcdVersion || h.version("demo-c") != v1alpha1.DefaultEtcdVersion {
+			break
+		}
+		h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("raft snapshot"))
+	}
+	st, err := h.etcd.Status(context.Background(), clientURL("demo-a"))
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(st.RaftIndex).To(BeNumerically(">", 100+10000), "the operator moved the log past one snapshot interval first")
+	var advanced int
+	for _, c := range h.etcd.Calls {
+		if c.Op == "AdvanceLog" {
+			advanced++
+		}
+	}
+	h.g.Expect(advanced).To(BeNumerically(">=", 5), "in batches")
+}
+
+func TestRollout_AClusterFormedOn36UpgradesTo37AtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b", "demo-c")
+	cl := h.cluster()
+	cl.Status.MinorSince = &v1alpha1.MinorMark{Minor: "3.6"}
+	h.g.Expect(h.c.Status().Update(context.Background(), cl)).To(Succeed())
+	b, _ := h.etcdMember(peerURL("demo-b"))
+	h.etcd.SetLeader(b.ID)
+	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Version = "3.7.3" })
+	h.reconcile()
+	h.g.Expect(h.version("demo-a")).To(Equal("3.7.3"))
+}

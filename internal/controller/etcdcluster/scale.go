@@ -105,13 +105,16 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, erro
 			victim = m
 		}
 	}
-	// The member being removed may itself be the one not ready (a learner
-	// that never caught up), and broken members are being dealt with; every
-	// other member must be ready.
+	// A healthy member goes only while every other member is ready: never
+	// take a working member while another is restarting. One that is down
+	// itself (a learner that never caught up, a member of a lost node) goes
+	// whatever else is down; the quorum gate below is what protects then.
 	var waitFor []string
-	for _, n := range r.notReadyMembers(s, victim.Name) {
-		if !broken[n] {
-			waitFor = append(waitFor, n)
+	if s.memberReady(victim) {
+		for _, n := range r.notReadyMembers(s, victim.Name) {
+			if !broken[n] {
+				waitFor = append(waitFor, n)
+			}
 		}
 	}
 	if len(waitFor) > 0 {

@@ -54,6 +54,8 @@ type scope struct {
 	// phaseErrs are the failures of this pass's phases, each of which ran
 	// regardless of the others.
 	phaseErrs []error
+	// promoteTried: the pass asked etcd to promote a learner already.
+	promoteTried bool
 	// versionRefused is set when the target version breaks etcd's upgrade
 	// rules for the versions the members are on.
 	versionRefused *etcdversion.Refusal
@@ -61,6 +63,8 @@ type scope struct {
 	// tls is what the TLS phase decided.
 	access etcdaccess.Access
 	tls    *tlsView
+	// restoreRefusal is why a restore from a snapshot is refused, if it is.
+	restoreRefusal *progress
 }
 
 type progress struct {

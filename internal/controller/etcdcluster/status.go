@@ -25,6 +25,7 @@ func updateStatus(s *scope) {
 	c.Status.Members, c.Status.ReadyMembers = memberSummaries(s)
 	c.Status.BrokenMembers = int32(len(s.broken))
 	c.Status.UpdatedMembers, c.Status.CurrentVersion = rolloutSummary(s)
+	setMinorSince(s)
 	setVersionsAligned(s)
 	setAvailable(s)
 	setMembersHealthy(s)
@@ -82,6 +83,29 @@ func rolloutSummary(s *scope) (int32, string) {
 	return updated, lowest.String()
 }
 
+// setMinorSince records the raft index at which every member was first seen
+// running one minor release (see entriesBeforeUpgrade). It reads the
+// versions the members report, not their templates: a member whose template
+// changed may not have restarted yet.
+func setMinorSince(s *scope) {
+	if !s.etcd.usable() || len(s.members) == 0 {
+		return
+	}
+	minor := ""
+	for _, m := range s.etcd.list.Members {
+		h := s.etcd.health[m.ID]
+		v, err := etcdversion.Parse(h.status.Version)
+		if h.err != nil || err != nil || (minor != "" && minor != v.MinorString()) {
+			return
+		}
+		minor = v.MinorString()
+	}
+	if since := s.cluster.Status.MinorSince; minor == "" || (since != nil && since.Minor == minor) {
+		return
+	}
+	s.cluster.Status.MinorSince = &v1alpha1.MinorMark{Minor: minor, RaftIndex: int64(s.etcd.health[s.etcd.leaderID()].status.RaftIndex)}
+}
+
 func setCondition(s *scope, condType string, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(&s.cluster.Status.Conditions, metav1.Condition{
 		Type:               condType,
@@ -104,6 +128,8 @@ func setAvailable(s *scope) {
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.PausedReason,
 			fmt.Sprintf("paused: member %s is dormant and its data is kept on PersistentVolumeClaim %s; set replicas to resume",
 				d.Name, v1alpha1.DataVolumeClaimName(d.Name)))
+	case !c.ClusterFormed() && s.restoreRefusal != nil:
+		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, s.restoreRefusal.reason, s.restoreRefusal.message)
 	case !c.ClusterFormed():
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrappingReason,
 			"the seed member has not formed the cluster yet")
@@ -237,7 +263,7 @@ func setKstatus(s *scope) {
 	case ready.Status == metav1.ConditionTrue:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
-	case stalls[ready.Reason]:
+	case stalls[ready.Reason], s.restoreRefusal != nil && ready.Reason == s.restoreRefusal.reason:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, ready.Reason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionTrue, ready.Reason, ready.Message)
 	case deadlinePassed(s):

@@ -58,7 +58,47 @@ func (r *Reconciler) finalize(ctx context.Context, m *v1alpha1.EtcdMember) (ctrl
 		log.Info("Waiting to remove member from etcd", "reason", wait)
 		return ctrl.Result{RequeueAfter: requeueRemoval}, nil
 	}
+	if err := r.releaseStrandedPod(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{}, r.releaseFinalizer(ctx, m)
+}
+
+// releaseStrandedPod force-deletes the member's Pod when its node is gone or
+// not Ready. A graceful delete would leave it Terminating for as long as the
+// node is away, holding its volume and showing in every listing, since no
+// kubelet is there to confirm it. Forcing is safe here because etcd no
+// longer lists the member: should the node come back with the Pod's
+// containers, the kubelet stops them as orphans, and a member etcd has
+// removed is refused by its peers in any case.
+func (r *Reconciler) releaseStrandedPod(ctx context.Context, m *v1alpha1.EtcdMember) error {
+	current, err := r.currentPod(ctx, m)
+	if err != nil || current == nil || current.Spec.NodeName == "" {
+		return err
+	}
+	node := &corev1.Node{}
+	err = r.Get(ctx, types.NamespacedName{Name: current.Spec.NodeName}, node)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("failed to get Node %s: %w", current.Spec.NodeName, err)
+	case nodeReady(node):
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Force-deleting the removed member's Pod on an unavailable node", "pod", current.Name, "node", current.Spec.NodeName)
+	if err := r.Delete(ctx, current, client.GracePeriodSeconds(0), client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to force-delete Pod %s: %w", current.Name, err)
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (r *Reconciler) stopClientTraffic(ctx context.Context, m *v1alpha1.EtcdMember) error {

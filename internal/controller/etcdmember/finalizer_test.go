@@ -165,3 +165,33 @@ func TestFinalizer_AMemberThatSeesNoLeaderIsNotCountedHealthy(t *testing.T) {
 	f.deleteAndReconcile("demo-c")
 	f.g.Expect(f.etcd.Removed).To(BeEmpty(), "demo-b answers but follows no leader")
 }
+
+func TestFinalizer_ForceDeletesThePodOfAMemberOnALostNode(t *testing.T) {
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	ctx := context.Background()
+	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-c"}}
+	lost.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+	f.g.Expect(f.c.Create(ctx, lost)).To(Succeed())
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-c", Namespace: ns, Labels: map[string]string{v1alpha1.ClusterLabel: "demo"}},
+		Spec: corev1.PodSpec{NodeName: "node-c"}}
+	f.g.Expect(f.c.Create(ctx, p)).To(Succeed())
+	f.etcd.SetEndpointError(v1alpha1.ClientURL("demo-c", "demo", ns, domain), etcdfake.ErrUnreachable)
+	f.deleteAndReconcile("demo-c")
+	f.g.Expect(f.gone("demo-c")).To(BeTrue())
+	err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "demo-c"}, &corev1.Pod{})
+	f.g.Expect(err).To(HaveOccurred(), "the Pod does not wait for a kubelet that is not there")
+}
+
+func TestFinalizer_LeavesThePodOfAMemberOnAReadyNodeToTheGarbageCollector(t *testing.T) {
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-c"}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	f.g.Expect(f.c.Create(ctx, n)).To(Succeed())
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-c", Namespace: ns, Labels: map[string]string{v1alpha1.ClusterLabel: "demo"}},
+		Spec: corev1.PodSpec{NodeName: "node-c"}}
+	f.g.Expect(f.c.Create(ctx, p)).To(Succeed())
+	f.deleteAndReconcile("demo-c")
+	f.g.Expect(f.gone("demo-c")).To(BeTrue())
+	f.g.Expect(f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "demo-c"}, &corev1.Pod{})).To(Succeed(), "a graceful stop, by the garbage collector")
+}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -36,6 +37,10 @@ type Reconciler struct {
 	Dialer          etcd.Dialer
 	ClusterDomain   string
 	ImageRepository string
+	// Workers is how many members are reconciled at once.
+	Workers int
+	// OperatorImage downloads a restored cluster's snapshot in its seed.
+	OperatorImage string
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch;patch
@@ -43,6 +48,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
@@ -93,6 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ClusterFormed:   cluster.ClusterFormed(),
 		ClusterDomain:   r.ClusterDomain,
 		ImageRepository: r.ImageRepository,
+		OperatorImage:   r.OperatorImage,
 	}
 	current, err := r.currentPod(ctx, m)
 	if err != nil {
@@ -252,6 +259,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Secret{}).
 		Named("etcdmember").
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
 }
 

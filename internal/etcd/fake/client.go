@@ -304,7 +304,7 @@ func (c *Client) Status(ctx context.Context, endpoint string) (etcd.EndpointStat
 		Revision:         f.revision,
 		DBSize:           1 << 20,
 		DBSizeInUse:      1 << 19,
-		Version:          Version,
+		Version:          f.version,
 		IsLearner:        m.IsLearner,
 	}
 	for _, a := range f.alarms {
@@ -508,6 +508,27 @@ func (f *Fake) AlarmDisarm(ctx context.Context, a etcd.Alarm) error {
 
 func (f *Fake) Defragment(ctx context.Context, endpoint string) error {
 	return f.self().Defragment(ctx, endpoint)
+}
+
+// AdvanceLog commits n entries: the raft index moves, and as the real
+// revocations do, the revision moves with it in this fake, whose index is
+// its revision.
+func (c *Client) AdvanceLog(ctx context.Context, n int) error {
+	f := c.f
+	if err := f.begin(ctx, c, Call{Op: etcd.OpAdvanceLog, Endpoints: c.Endpoints()}); err != nil {
+		return fail(etcd.OpAdvanceLog, "", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := c.reachLeader(); err != nil {
+		return fail(etcd.OpAdvanceLog, "", err)
+	}
+	f.revision += int64(n)
+	return nil
+}
+
+func (f *Fake) AdvanceLog(ctx context.Context, n int) error {
+	return f.self().AdvanceLog(ctx, n)
 }
 
 func (f *Fake) Compact(ctx context.Context, revision int64) error {

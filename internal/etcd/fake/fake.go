@@ -18,7 +18,8 @@ import (
 // expectations can spell it out.
 const DefaultClusterID uint64 = 0xfa4ec1a5fa4ec1a5
 
-// Version is what the fake reports as the server version in Status.
+// Version is what the fake reports as the server version in Status unless
+// SetVersion says otherwise.
 const Version = "3.7.3"
 
 // ErrUnreachable is what calls to a down endpoint return. It has the shape of
@@ -58,6 +59,7 @@ var knownOps = map[string]bool{
 	etcd.OpMoveLeader: true, etcd.OpMemberUpdate: true, etcd.OpAuthStatus: true,
 	etcd.OpEnableAuth: true, etcd.OpDisableAuth: true, etcd.OpCheckPassword: true,
 	etcd.OpChangePassword: true, etcd.OpServedCertificate: true,
+	etcd.OpAdvanceLog: true, etcd.OpSnapshot: true,
 }
 
 // Fake is the cluster model. The exported fields record what the code under
@@ -70,6 +72,7 @@ type Fake struct {
 	leaderID    uint64
 	raftTerm    uint64
 	maxLearners int
+	version     string
 	notReady    map[uint64]bool
 	endpointErr map[string]error
 	statuses    map[string]etcd.EndpointStatus
@@ -82,6 +85,8 @@ type Fake struct {
 	seq         uint64
 	open        int
 	sec         securityModel
+	// snapshot is the stream Snapshot sends; nil sends ValidSnapshot(2).
+	snapshot []byte
 
 	Calls         []Call
 	Dialed        [][]string
@@ -92,6 +97,8 @@ type Fake struct {
 	Compacted     []int64
 	Defragmented  []string
 	Disarmed      []etcd.Alarm
+	// Snapshotted are the endpoints snapshots were streamed from.
+	Snapshotted []string
 }
 
 var (
@@ -106,6 +113,7 @@ func New() *Fake {
 		clusterID:   DefaultClusterID,
 		raftTerm:    1,
 		maxLearners: 1,
+		version:     Version,
 		revision:    1,
 		notReady:    map[uint64]bool{},
 		endpointErr: map[string]error{},
@@ -175,6 +183,13 @@ func (f *Fake) setLeader(id uint64) {
 }
 
 // SetMaxLearners mirrors etcd's --max-learners.
+// SetVersion makes every member report v as its server version.
+func (f *Fake) SetVersion(v string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.version = v
+}
+
 func (f *Fake) SetMaxLearners(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
