@@ -65,11 +65,23 @@ func RootSecretName(c *v1alpha1.EtcdCluster) string {
 	return v1alpha1.GeneratedRootSecretName(c.Name)
 }
 
-// For reads what reaching the cluster takes. cached reads the operator's
-// own, labelled objects; direct reads the user's root Secret, which the
-// label-filtered cache cannot see.
-func For(ctx context.Context, cached, direct client.Reader, c *v1alpha1.EtcdCluster, members []*v1alpha1.EtcdMember) (Access, error) {
-	var a Access
+// Shape is what the members' TLS shapes alone say about reaching them,
+// without reading any certificate or Secret: Jobs that dial the cluster
+// (snapshots) are built from it, and For from it adds the material.
+type Shape struct {
+	// TLS: some member speaks TLS, or the cluster asks for it.
+	TLS bool
+	// HTTPS: every member serves TLS on its client port.
+	HTTPS bool
+	// Mutual: every member serves TLS and checks client certificates, so a
+	// client certificate with common name root is root without a password.
+	Mutual bool
+	// Auth: etcd authentication is asked for.
+	Auth bool
+}
+
+// ShapeOf decides the Shape of reaching the cluster's members.
+func ShapeOf(c *v1alpha1.EtcdCluster, members []*v1alpha1.EtcdMember) Shape {
 	anyTLS, allClientTLS, allMutual := false, len(members) > 0, len(members) > 0
 	for _, m := range members {
 		t := m.Spec.TLS
@@ -86,16 +98,28 @@ func For(ctx context.Context, cached, direct client.Reader, c *v1alpha1.EtcdClus
 			allMutual = false
 		}
 	}
-	a.HTTPS = allClientTLS
-	if c.Spec.TLS != nil || anyTLS {
+	return Shape{TLS: c.Spec.TLS != nil || anyTLS, HTTPS: allClientTLS, Mutual: allMutual, Auth: c.Spec.Auth != nil}
+}
+
+// URL is a member's client URL with the scheme the shape dials.
+func (s Shape) URL(clientURL string) string { return Access{HTTPS: s.HTTPS}.URL(clientURL) }
+
+// For reads what reaching the cluster takes. cached reads the operator's
+// own, labelled objects; direct reads the user's root Secret, which the
+// label-filtered cache cannot see.
+func For(ctx context.Context, cached, direct client.Reader, c *v1alpha1.EtcdCluster, members []*v1alpha1.EtcdMember) (Access, error) {
+	var a Access
+	shape := ShapeOf(c, members)
+	a.HTTPS = shape.HTTPS
+	if shape.TLS {
 		cfg, err := clientTLS(ctx, cached, c)
 		if err != nil {
 			return a, err
 		}
 		a.Options = append(a.Options, etcd.WithClientTLS(cfg))
-		a.CertificateIdentity = allMutual && len(cfg.Certificates) > 0
+		a.CertificateIdentity = shape.Mutual && len(cfg.Certificates) > 0
 	}
-	if c.Spec.Auth == nil || a.CertificateIdentity {
+	if !shape.Auth || a.CertificateIdentity {
 		return a, nil
 	}
 	pw, why, err := RootPassword(ctx, direct, c)
