@@ -123,6 +123,7 @@ test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds cert-manager ## Bring a 3-n
 	  $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) label namespace $(RELEASE_NAMESPACE) \
 	    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted && \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy HELM_ARGS="--values $(E2E_OPERATOR_VALUES)" && \
+	  $(LOCALCLUSTER) cert-manager && \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...; } || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LOCALCLUSTER) status || true; \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(LOCAL_KUBECTL) logs -n $(RELEASE_NAMESPACE) -l app.kubernetes.io/name=etcd-operator --tail=200 || true; fi; \

@@ -36,6 +36,13 @@ const (
 	CertManagerVersionKey = "CERT_MANAGER_VERSION"
 )
 
+// certManagerValues fill in addons/cert-manager.yaml.
+type certManagerValues struct {
+	Image string
+	// AvoidNode is where the controller does not run when it has a choice.
+	AvoidNode string
+}
+
 // CertManagerVersion is the pinned cert-manager version.
 func (l Layout) CertManagerVersion() (string, error) {
 	values, err := readEnvFile(filepath.Join(l.RepoRoot, VersionsFile))
@@ -112,7 +119,7 @@ func (l Layout) InstallCertManager(ctx context.Context, p *Progress, cfg *rest.C
 	if err != nil {
 		return fmt.Errorf("failed to create a client: %w", err)
 	}
-	objs, err := renderManifest("addons/cert-manager.yaml", struct{ Image string }{image})
+	objs, err := renderManifest("addons/cert-manager.yaml", certManagerValues{Image: image, AvoidNode: NodeAt(0).Name})
 	if err != nil {
 		return err
 	}

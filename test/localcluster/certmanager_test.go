@@ -1,11 +1,14 @@
 package localcluster
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/mod/modfile"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // The tools module builds the version versions.env pins.
@@ -40,7 +43,7 @@ func TestCertManagerToolsModuleMatchesVersionsFile(t *testing.T) {
 }
 
 func TestCertManagerAddonRenders(t *testing.T) {
-	objs, err := renderManifest("addons/cert-manager.yaml", struct{ Image string }{"localhost/localcluster/cert-manager:v1"})
+	objs, err := renderManifest("addons/cert-manager.yaml", certManagerValues{Image: "localhost/localcluster/cert-manager:v1", AvoidNode: NodeAt(0).Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +54,15 @@ func TestCertManagerAddonRenders(t *testing.T) {
 	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"} {
 		if !kinds[k] {
 			t.Errorf("no %s in the cert-manager add-on", k)
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		terms, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "affinity", "nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+		if len(terms) != 1 || !strings.Contains(fmt.Sprint(terms[0]), NodeAt(0).Name) {
+			t.Errorf("the controller does not prefer a node other than %s: %v", NodeAt(0).Name, terms)
 		}
 	}
 }
