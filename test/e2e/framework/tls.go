@@ -296,3 +296,37 @@ func (e *Env) RunEtcdctl(ctx context.Context, ns, secret, endpoint string, args 
 	logs := e.Kubectl(ctx, "logs", "-n", ns, name)
 	return logs.Stdout + logs.Stderr, err
 }
+
+// ReadSecretKey reads one key of a Secret, once the Secret has it.
+func ReadSecretKey(ctx context.Context, c client.Client, ns, name, key string) (string, error) {
+	var v string
+	err := WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		v = string(s.Data[key])
+		return v != "", nil
+	})
+	return v, err
+}
+
+// RootPasswordWorks reports whether etcd at endpoint (https) takes password
+// for root: the dial authenticates with it, whatever certificate the
+// client presents (m's, as mutual TLS needs one).
+func RootPasswordWorks(ctx context.Context, m ClientMaterial, serverName, endpoint, password string) bool {
+	cfg, err := m.TLSConfig(serverName, true)
+	if err != nil {
+		return false
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: cfg,
+		Username: "root", Password: password, Logger: zap.NewNop()})
+	if err != nil {
+		return false
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = cli.Get(ctx, "password-probe")
+	return err == nil
+}
