@@ -253,5 +253,4 @@ func TestTLSClusterAsAKubernetesDatastore(t *testing.T) {
 	for _, name := range acked {
 		r.g.Expect(have).To(HaveKey(name), "acknowledged ConfigMap %s is still there", name)
 	}
-
 }

@@ -159,7 +159,11 @@ func TestTLSCARotationUnderLoad(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for watchCtx.Err() == nil {
+		// Samples, five a second, what the clients are given and how many
+		// members are down, until the rotation is over.
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
 			_ = rc.Refresh(watchCtx)
 			pods, err := env.MemberPods(watchCtx, r.ns, r.name)
 			if err == nil {
@@ -168,7 +172,11 @@ func TestTLSCARotationUnderLoad(t *testing.T) {
 				sawBoth = sawBoth || rc.CAs() == 2
 				mu.Unlock()
 			}
-			time.Sleep(200 * time.Millisecond)
+			select {
+			case <-watchCtx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 	}()
 	r.g.Expect(framework.Annotate(ctx, r.c, r.ns, r.name, v1alpha1.RotateCAAnnotation, time.Now().UTC().Format(time.RFC3339))).To(Succeed())
