@@ -274,7 +274,7 @@ func etcdAccess(c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, a *agent.EtcdTL
 		mounts = append(mounts, corev1.VolumeMount{Name: etcdClientVolume, MountPath: agent.DefaultEtcdTLSDir, ReadOnly: true})
 		a.InDir(agent.DefaultEtcdTLSDir)
 	}
-	if shape.Auth && !(shape.HTTPS && shape.Mutual) {
+	if shape.Auth && (!shape.HTTPS || !shape.Mutual) {
 		name := etcdaccess.RootSecretName(c)
 		a.PasswordFrom = c.Namespace + "/" + name
 		env = append(env, corev1.EnvVar{Name: agent.EnvEtcdPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
