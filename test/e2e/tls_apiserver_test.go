@@ -234,6 +234,7 @@ func TestTLSClusterAsAKubernetesDatastore(t *testing.T) {
 		return st != nil && st.Client.TrustBundle != bundleBefore && st.Client.Phase == v1alpha1.TLSPhaseSteady && st.Peer.Phase == v1alpha1.TLSPhaseSteady, nil
 	})).To(Succeed(), "the CA rotation finished")
 	r.rolled(ctx, 5*time.Minute)
+	r.expectSentinelEverywhere(ctx)
 	waitAcked("after the rotation")
 	close(stop)
 	<-done

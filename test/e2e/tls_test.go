@@ -131,6 +131,7 @@ func TestTLSLeafRenewalWithoutRestart(t *testing.T) {
 	r.g.Expect(err).NotTo(HaveOccurred())
 	r.g.Expect(after).To(Equal(before), "no member Pod was re-created or restarted")
 	r.rolled(ctx, time.Minute)
+	r.expectSentinelEverywhere(ctx)
 }
 
 // TestTLSCARotationUnderLoad: a CA rotation on request, under the
@@ -187,6 +188,7 @@ func TestTLSCARotationUnderLoad(t *testing.T) {
 			st.Peer.Phase == v1alpha1.TLSPhaseSteady && st.Client.Phase == v1alpha1.TLSPhaseSteady, nil
 	})).To(Succeed())
 	r.rolled(ctx, 5*time.Minute)
+	r.expectSentinelEverywhere(ctx)
 	stopWatch()
 	<-done
 	rep, err := w.Stop().Check(linearizability.CheckOptions{VisualizationPath: filepath.Join(t.TempDir(), "history.html")})
@@ -316,6 +318,7 @@ func TestPlainToTLSUnderAWriter(t *testing.T) {
 	_, err = plain.Get(pctx, "switch/000000")
 	pcancel()
 	r.g.Expect(err).To(HaveOccurred(), "plaintext is gone")
+	r.expectSentinelEverywhere(ctx)
 }
 
 // TestTLSSecretSource: the user's own wildcard certificate serves every

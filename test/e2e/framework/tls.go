@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -329,4 +330,44 @@ func RootPasswordWorks(ctx context.Context, m ClientMaterial, serverName, endpoi
 	defer cancel()
 	_, err = cli.Get(ctx, "password-probe")
 	return err == nil
+}
+
+// E2EClientSecretName is the Secret the e2e suite asks the operator to
+// fill with a client certificate for a cluster (common name root), as
+// kubectl etcd does: it works whatever the cluster's certificate source.
+func E2EClientSecretName(cluster string) string { return cluster + "-e2e-client" }
+
+// RequestClientCertificate asks the operator for a client certificate of
+// the cluster, for common name cn, and returns it once issued.
+func RequestClientCertificate(ctx context.Context, c client.Client, ns, cluster, cn string) (ClientMaterial, error) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: E2EClientSecretName(cluster), Namespace: ns,
+		Labels:      v1alpha1.ClusterLabels(cluster),
+		Annotations: map[string]string{v1alpha1.IssueClientCertificateAnnotation: cn}}}
+	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ClientMaterial{}, fmt.Errorf("failed to ask for a client certificate of %s: %w", cluster, err)
+	}
+	return ReadClientSecret(ctx, c, ns, s.Name)
+}
+
+// ClusterClient dials endpoint (an http URL of a member or the client
+// Service) as a client of the cluster would: plaintext while the cluster
+// has no spec.tls, otherwise https with a client certificate (root) the
+// operator issues, verified under the client Service's name.
+func ClusterClient(ctx context.Context, c client.Client, ns, cluster, endpoint string) (*clientv3.Client, error) {
+	cl := &v1alpha1.EtcdCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, cl); err != nil {
+		return nil, err
+	}
+	if cl.Spec.TLS == nil {
+		return EtcdClient(endpoint)
+	}
+	m, err := RequestClientCertificate(ctx, c, ns, cluster, "root")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := m.TLSConfig(ClientServerName(ns, cluster), true)
+	if err != nil {
+		return nil, err
+	}
+	return EtcdTLSClient(cfg, HTTPS([]string{endpoint})...)
 }
