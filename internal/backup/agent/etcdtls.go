@@ -28,9 +28,10 @@ const (
 
 // EtcdTLSArgs say how to reach the members: CAFile verifies https
 // endpoints, CertFile and KeyFile are presented to them (all empty dials
-// plaintext). PasswordFrom, when set, says etcd authentication needs
-// root's password in EnvEtcdPassword and names the Secret it comes from,
-// so that its absence is reported by name.
+// plaintext). Root's password is used whenever EnvEtcdPassword has one
+// (etcd ignores it with authentication off); PasswordFrom, when set, says
+// authentication is on and the password needed, and names the Secret it
+// comes from, so that its absence is reported by name.
 type EtcdTLSArgs struct {
 	CAFile, CertFile, KeyFile string
 	PasswordFrom              string
@@ -85,10 +86,10 @@ func (a EtcdTLSArgs) dialOptions(env Env) ([]etcd.DialOption, error) {
 		}
 		opts = append(opts, etcd.WithClientTLS(cfg))
 	}
-	if a.PasswordFrom == "" {
+	pw := strings.TrimRight(env.Getenv(EnvEtcdPassword), "\r\n")
+	if pw == "" && a.PasswordFrom == "" {
 		return opts, nil
 	}
-	pw := strings.TrimRight(env.Getenv(EnvEtcdPassword), "\r\n")
 	if pw == "" {
 		// The variable is optional to the kubelet, so that this is reported
 		// rather than the Pod never starting.

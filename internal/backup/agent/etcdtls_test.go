@@ -117,6 +117,21 @@ func TestSaveWithAuthAndNoPasswordNamesTheSecret(t *testing.T) {
 	}
 }
 
+func TestSaveUsesAPasswordItDoesNotRequire(t *testing.T) {
+	f, eps := threeMembers()
+	res := runSaveMain(t, f, eps, EtcdTLSArgs{}, map[string]string{EnvEtcdPassword: "pw"})
+	if res.Code != backup.CodeOK {
+		t.Fatalf("result %+v, want OK", res)
+	}
+	if sec := dialSecurity(t, f); sec.Username != etcd.RootUser || sec.Password != "pw" {
+		t.Fatalf("dialed as %q; want root with the password it was given", sec.Username)
+	}
+	f, eps = threeMembers()
+	if res := runSaveMain(t, f, eps, EtcdTLSArgs{}, nil); res.Code != backup.CodeOK {
+		t.Fatalf("without a password and without --etcd-root-password-from: %+v, want OK", res)
+	}
+}
+
 func TestSaveWithAWrongPasswordFails(t *testing.T) {
 	f, eps := threeMembers()
 	f.SetAuth("secret-pw")

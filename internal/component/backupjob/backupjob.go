@@ -276,7 +276,12 @@ func etcdAccess(c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, a *agent.EtcdTL
 	}
 	if shape.Auth && (!shape.HTTPS || !shape.Mutual) {
 		name := etcdaccess.RootSecretName(c)
-		a.PasswordFrom = c.Namespace + "/" + name
+		// While authentication is being turned off the password may still
+		// be needed, but its Secret may be gone: it is required only while
+		// authentication is asked for.
+		if c.Spec.Auth != nil && c.Spec.Auth.Enabled {
+			a.PasswordFrom = c.Namespace + "/" + name
+		}
 		env = append(env, corev1.EnvVar{Name: agent.EnvEtcdPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: name},
 			Key:                  etcdaccess.PasswordKey,

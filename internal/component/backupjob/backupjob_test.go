@@ -87,13 +87,14 @@ func TestSnapshotJobReachesTLSAndAuthClusters(t *testing.T) {
 		{"server TLS with auth: certificate trust and the password", etcdaccess.Shape{TLS: true, HTTPS: true, Auth: true}, true, true, "main-root"},
 		{"auth without TLS: the password", etcdaccess.Shape{Auth: true}, false, true, "main-root"},
 		{"auth with the user's root Secret", etcdaccess.Shape{Auth: true}, false, true, "my-root"},
+		{"auth being turned off: the password if it is there, not required", etcdaccess.Shape{Auth: true}, false, true, "main-root"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			c := cluster()
 			if tc.shape.Auth {
-				c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true}
+				c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: !strings.Contains(tc.name, "turned off")}
 				if tc.rootSecret != "main-root" {
 					c.Spec.Auth.RootSecretName = tc.rootSecret
 				}
@@ -127,7 +128,11 @@ func TestSnapshotJobReachesTLSAndAuthClusters(t *testing.T) {
 				g.Expect(pw.Value).To(BeEmpty(), "never in the spec itself")
 				g.Expect(pw.ValueFrom.SecretKeyRef.Name).To(Equal(tc.rootSecret))
 				g.Expect(pw.ValueFrom.SecretKeyRef.Key).To(Equal("password"))
-				g.Expect(ctr.Args).To(ContainElement("--etcd-root-password-from=prod/" + tc.rootSecret))
+				if c.Spec.Auth.Enabled {
+					g.Expect(ctr.Args).To(ContainElement("--etcd-root-password-from=prod/" + tc.rootSecret))
+				} else {
+					g.Expect(strings.Join(ctr.Args, " ")).NotTo(ContainSubstring("--etcd-root-password-from"))
+				}
 			}
 			for _, a := range ctr.Args {
 				g.Expect(a).NotTo(ContainSubstring("BACKUP_ETCD_ROOT_PASSWORD"))
