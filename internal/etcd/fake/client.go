@@ -25,13 +25,15 @@ type Client struct {
 	// member's client URLs.
 	endpoints []string
 	closed    bool
+	security  etcd.Security
 }
 
 // Dial records the endpoints and returns a Client bound to them. It does
 // not check reachability, just as the real Dial does not.
-func (f *Fake) Dial(ctx context.Context, endpoints []string) (etcd.Client, error) {
+func (f *Fake) Dial(ctx context.Context, endpoints []string, opts ...etcd.DialOption) (etcd.Client, error) {
 	eps := slices.Clone(endpoints)
-	if err := f.begin(ctx, nil, Call{Op: etcd.OpDial, Endpoints: eps}); err != nil {
+	sec := etcd.ResolveSecurity(etcd.Security{}, opts...)
+	if err := f.begin(ctx, nil, Call{Op: etcd.OpDial, Endpoints: eps, Security: sec}); err != nil {
 		return nil, fail(etcd.OpDial, "", err)
 	}
 	if len(eps) == 0 {
@@ -39,9 +41,12 @@ func (f *Fake) Dial(ctx context.Context, endpoints []string) (etcd.Client, error
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.dialAuthErr(sec); err != nil {
+		return nil, fail(etcd.OpDial, "", err)
+	}
 	f.Dialed = append(f.Dialed, slices.Clone(eps))
 	f.open++
-	return &Client{f: f, endpoints: eps}, nil
+	return &Client{f: f, endpoints: eps, security: sec}, nil
 }
 
 // begin records the call and applies scripted failures. It runs hooks
@@ -56,6 +61,10 @@ func (f *Fake) begin(ctx context.Context, c *Client, call Call) error {
 	if c != nil && c.closed {
 		f.mu.Unlock()
 		return context.Canceled
+	}
+	if err := c.authErr(call); err != nil {
+		f.mu.Unlock()
+		return err
 	}
 	var injected error
 	if q := f.failNext[call.Op]; len(q) > 0 {
