@@ -114,9 +114,9 @@ type Report struct {
 
 	InvariantViolations []Violation `json:"invariantViolations,omitempty"`
 
-	LongestToReady     FaultRef        `json:"longestToReady"`
+	LongestToReady     FaultRef         `json:"longestToReady"`
 	ToReadyByKind      map[Kind]Seconds `json:"longestToReadyByKindSeconds"`
-	LongestWriteOutage Seconds         `json:"longestWriteOutageSeconds"`
+	LongestWriteOutage Seconds          `json:"longestWriteOutageSeconds"`
 	// WriteOutageAt says where the longest write outage was: the cluster
 	// and epoch, and when it started.
 	WriteOutageCluster string    `json:"writeOutageCluster,omitempty"`
