@@ -97,8 +97,9 @@ check-large-files: ## Fail if a tracked file is over MAX_FILE_BYTES (1 MiB).
 	echo "no tracked file is over $(MAX_FILE_BYTES) bytes"
 
 .PHONY: test-unit
-test-unit: ## Unit tests (no cluster).
+test-unit: ## Unit tests (no cluster), with the race detector; then the state-space test, which is too slow under it and is built without it.
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run TestStateSpace ./internal/controller/etcdcluster/
 
 # Packages with tests that run real etcd processes on loopback; their logs and
 # any linearizability visualization are kept under INTEGRATION_ARTIFACTS.
@@ -284,6 +285,10 @@ SCALE_THREES ?= 20
 .PHONY: bench-scale
 bench-scale: ## Create SCALE_ONES one-member and SCALE_THREES three-member clusters; report time to Ready, the operator's memory and CPU, edit latency and idle API writes (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -scale-ones $(SCALE_ONES) -scale-threes $(SCALE_THREES) -idle 2m
+
+.PHONY: bench-backup
+bench-backup: ## Snapshot throughput to S3 vs etcdctl snapshot save, and restore time to a Ready 3-member cluster, for about 1 GiB (needs cluster-up, image and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/benchbackup
 
 .PHONY: bench-rollout
 bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).

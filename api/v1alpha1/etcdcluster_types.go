@@ -15,6 +15,7 @@ const DefaultEtcdVersion = "3.6.16"
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.version) || !has(oldSelf.version) || (self.version.split('.')[0] == oldSelf.version.split('.')[0] && int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1 && int(oldSelf.version.split('.')[1]) - int(self.version.split('.')[1]) <= 1)",message="spec.version may change by one minor release at a time (3.5 to 3.6, then 3.6 to 3.7): etcd supports neither upgrades nor downgrades that skip a minor"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.replicas) && self.replicas == 0)",message="a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members. Use an odd number: 3 tolerates
 	// one failure, 5 tolerates two. 0 pauses the cluster: members are
@@ -38,6 +39,11 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	SelfHeal SelfHealSpec `json:"selfHeal,omitempty"`
+
+	// Bootstrap says how the cluster starts: empty, or restored from a
+	// snapshot. It is set at creation and never changes.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
 	// Rollout controls how a change of the member template (version,
 	// resources, options, scheduling, metadata, image repository, storage)
@@ -200,6 +206,11 @@ type EtcdClusterStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Members []MemberSummary `json:"members,omitempty"`
+
+	// RestoredFrom is the snapshot the cluster was created from, once its
+	// source has been checked.
+	// +optional
+	RestoredFrom *RestoredFrom `json:"restoredFrom,omitempty"`
 }
 
 // MinorMark is a point in a cluster's raft log.
@@ -207,7 +218,7 @@ type MinorMark struct {
 	// Minor is an etcd minor release, such as 3.6.
 	Minor string `json:"minor"`
 	// RaftIndex is the leader's raft index when every member ran it.
-	RaftIndex uint64 `json:"raftIndex"`
+	RaftIndex int64 `json:"raftIndex"`
 }
 
 // EtcdCluster is an etcd cluster run by the operator.
@@ -252,3 +263,11 @@ func (c *EtcdCluster) DesiredReplicas() int32 {
 // ClusterFormed reports whether the seed has formed the cluster: from then on
 // an empty data dir means lost data, never a pending bootstrap.
 func (c *EtcdCluster) ClusterFormed() bool { return c.Status.ClusterID != "" }
+
+// Restore is spec.bootstrap.restore, or nil.
+func (c *EtcdCluster) Restore() *RestoreSpec {
+	if c.Spec.Bootstrap == nil {
+		return nil
+	}
+	return c.Spec.Bootstrap.Restore
+}

@@ -48,6 +48,12 @@ type EtcdMemberSpec struct {
 	// +optional
 	Dormant bool `json:"dormant,omitempty"`
 
+	// Restore is set on the seed of a restored cluster: its Pod restores
+	// this snapshot into the data dir before etcd first starts, and only
+	// while InitialClusterState is "new".
+	// +optional
+	Restore *MemberRestore `json:"restore,omitempty"`
+
 	MemberTemplate `json:",inline"`
 }
 

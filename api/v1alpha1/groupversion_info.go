@@ -20,6 +20,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&EtcdCluster{}, &EtcdClusterList{},
 		&EtcdMember{}, &EtcdMemberList{},
+		&EtcdSnapshot{}, &EtcdSnapshotList{},
+		&EtcdSnapshotSchedule{}, &EtcdSnapshotScheduleList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -4,9 +4,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -14,6 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	// The operator image is the manager binary alone, with no CA
+	// certificates on disk; the snapshot Jobs reach S3 over HTTPS with
+	// these roots when the system has none.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
+	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/controller"
 	"github.com/quorumctl/etcd-operator/internal/setup"
 )
@@ -24,6 +33,7 @@ func registerControllers(mgr manager.Manager, o setup.ControllerOptions) error {
 		EtcdImageRepository:     o.EtcdImageRepository,
 		ClusterDomain:           o.ClusterDomain,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		OperatorImage:           o.OperatorImage,
 	})
 }
 
@@ -64,6 +74,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 }
 
 func main() {
+	// The same binary runs inside the snapshot and restore Pods.
+	if len(os.Args) > 1 && agent.Commands[os.Args[1]] {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		code := agent.Main(ctx, os.Args[1:], agent.Env{Stdout: os.Stdout, Stderr: os.Stderr})
+		stop()
+		os.Exit(code)
+	}
 	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

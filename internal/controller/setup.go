@@ -8,6 +8,8 @@ import (
 
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdcluster"
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdmember"
+	"github.com/quorumctl/etcd-operator/internal/controller/etcdsnapshot"
+	"github.com/quorumctl/etcd-operator/internal/controller/etcdsnapshotschedule"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
@@ -17,6 +19,9 @@ type Options struct {
 	EtcdImageRepository string
 	// ClusterDomain is the DNS suffix of Services, such as cluster.local.
 	ClusterDomain string
+	// OperatorImage is the operator's own image, which runs the snapshot
+	// Jobs and the restore's download in the seed's Pod.
+	OperatorImage string
 	// Dialer reaches etcd; nil means the real client.
 	Dialer etcd.Dialer
 	// MaxConcurrentReconciles is how many clusters, and how many members,
@@ -24,7 +29,8 @@ type Options struct {
 	MaxConcurrentReconciles int
 }
 
-// Setup registers the EtcdCluster and EtcdMember controllers.
+// Setup registers the EtcdCluster, EtcdMember, EtcdSnapshot and
+// EtcdSnapshotSchedule controllers.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	dialer := opts.Dialer
 	if dialer == nil {
@@ -37,6 +43,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Dialer:        dialer,
 		ClusterDomain: opts.ClusterDomain,
 		Workers:       opts.MaxConcurrentReconciles,
+		OperatorImage: opts.OperatorImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdCluster controller: %w", err)
 	}
@@ -47,8 +54,26 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		ClusterDomain:   opts.ClusterDomain,
 		ImageRepository: opts.EtcdImageRepository,
 		Workers:         opts.MaxConcurrentReconciles,
+		OperatorImage:   opts.OperatorImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdMember controller: %w", err)
+	}
+	if err := (&etcdsnapshot.Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorder("etcdsnapshot-controller"),
+		OperatorImage: opts.OperatorImage,
+		ClusterDomain: opts.ClusterDomain,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the EtcdSnapshot controller: %w", err)
+	}
+	if err := (&etcdsnapshotschedule.Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorder("etcdsnapshotschedule-controller"),
+		OperatorImage: opts.OperatorImage,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the EtcdSnapshotSchedule controller: %w", err)
 	}
 	return nil
 }

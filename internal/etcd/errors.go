@@ -29,6 +29,7 @@ const (
 	OpCompact            = "Compact"
 	OpMoveLeader         = "MoveLeader"
 	OpAdvanceLog         = "AdvanceLog"
+	OpSnapshot           = "Snapshot"
 )
 
 // CallError says which operation against which endpoint failed, so that

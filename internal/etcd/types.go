@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -137,8 +138,22 @@ type Client interface {
 	// MoveLeader finds the current leader among the client's endpoints and
 	// asks it to hand over; it is a no-op when the transferee already leads.
 	MoveLeader(ctx context.Context, transfereeID uint64) error
+	// Snapshot streams one endpoint's database as etcd sends it, the
+	// SHA-256 etcd appends included: the bytes etcdctl snapshot save
+	// writes. The stream is bounded by ctx alone, as a large database takes
+	// minutes; it is never buffered whole.
+	Snapshot(ctx context.Context, endpoint string) (*SnapshotStream, error)
 	Endpoints() []string
 	Close() error
+}
+
+// SnapshotStream is a snapshot being received. Read errors are
+// *CallError values; Close releases the connection.
+type SnapshotStream struct {
+	io.ReadCloser
+	// StorageVersion is what the stream reports as the database's storage
+	// version (etcd 3.6 and later; empty before), known after the first Read.
+	StorageVersion func() string
 }
 
 // Dialer creates Clients. Controllers get one injected so tests can use the fake.

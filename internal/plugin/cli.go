@@ -42,6 +42,9 @@ type options struct {
 	wait     bool
 	// replaceTimeout bounds replace-member's wait.
 	replaceTimeout time.Duration
+	snapshot       snapshotOptions
+	// snapshotTimeout bounds snapshot's wait.
+	snapshotTimeout time.Duration
 }
 
 type command struct {
@@ -124,6 +127,42 @@ var commands = []command{
 			"  --replace-timeout D   how long to wait (default " + DefaultReplaceTimeout.String() + ")\n",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
 			return runReplaceMember(ctx, env, w, args[0], o.wait, o.replaceTimeout)
+		},
+	},
+	{
+		name: "snapshot", args: "CLUSTER --to DESTINATION", min: 1, max: 1,
+		summary: "Take one snapshot: create an EtcdSnapshot and wait until the operator has\nstored and verified it. DESTINATION is s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH].",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.StringVar(&o.snapshot.to, "to", "", "")
+			fs.StringVar(&o.snapshot.name, "name", "", "")
+			fs.StringVar(&o.snapshot.endpoint, "s3-endpoint", "", "")
+			fs.StringVar(&o.snapshot.region, "s3-region", "", "")
+			fs.StringVar(&o.snapshot.credential, "s3-credentials-secret", "", "")
+			fs.StringVar(&o.snapshot.caConfigMap, "s3-ca-configmap", "", "")
+			fs.BoolVar(&o.snapshot.pathStyle, "s3-path-style", false, "")
+			fs.BoolVar(&o.wait, "wait", true, "")
+			fs.DurationVar(&o.snapshotTimeout, "snapshot-timeout", DefaultSnapshotTimeout, "")
+		},
+		help: "  --to DESTINATION      s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH] (required)\n" +
+			"  --name NAME           the EtcdSnapshot's name (default CLUSTER-YYYYMMDD-HHMMSS)\n" +
+			"  --s3-endpoint URL     the S3 server (default: AWS's for the region)\n" +
+			"  --s3-region REGION    the bucket's region (default us-east-1)\n" +
+			"  --s3-credentials-secret NAME\n" +
+			"                        a Secret with accessKeyID and secretAccessKey (default: ambient credentials)\n" +
+			"  --s3-ca-configmap NAME\n" +
+			"                        a ConfigMap whose ca.crt signs the endpoint's certificate\n" +
+			"  --s3-path-style       address the bucket as ENDPOINT/BUCKET, as most S3-compatible servers need\n" +
+			"  --wait                wait until the snapshot succeeded or failed (default true)\n" +
+			"  --snapshot-timeout D  how long to wait (default " + DefaultSnapshotTimeout.String() + ")\n",
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runSnapshot(ctx, env, w, args[0], o.snapshot, o.wait, o.snapshotTimeout, time.Now())
+		},
+	},
+	{
+		name: "snapshots", args: "CLUSTER", min: 1, max: 1, flags: outputFlag, help: outputHelp,
+		summary: "List the cluster's EtcdSnapshots, newest first: phase, reason, revision,\nsize, when it completed and where it is stored.",
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runSnapshots(ctx, env, w, o.output, args[0])
 		},
 	},
 	{
@@ -266,6 +305,13 @@ func validate(cmd *command, o *options) error {
 	case "move-leader":
 		if o.to == "" {
 			return usagef("move-leader needs --to MEMBER, a member name or hex ID")
+		}
+	case "snapshot":
+		if o.snapshot.to == "" {
+			return usagef("snapshot needs --to DESTINATION: s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH]")
+		}
+		if _, err := parseDestination(o.snapshot); err != nil {
+			return err
 		}
 	}
 	if o.output != "" {

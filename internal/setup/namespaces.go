@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -57,6 +58,7 @@ func ownedObjectsOnly() map[client.Object]cache.ByObject {
 	for _, obj := range []client.Object{
 		&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Service{},
 		&corev1.PersistentVolumeClaim{}, &policyv1.PodDisruptionBudget{},
+		&batchv1.Job{},
 	} {
 		byObject[obj] = cache.ByObject{Label: owned}
 	}

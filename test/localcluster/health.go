@@ -142,6 +142,9 @@ func (l Layout) waitHealthy(ctx context.Context, p *Progress, nodes []Node) erro
 	if err != nil {
 		return fmt.Errorf("no default StorageClass: %w", err)
 	}
+	if err := l.ensureS3(ctx, p, cfg, cs); err != nil {
+		return err
+	}
 	p.Printf("local cluster is ready; export KUBECONFIG=%s", l.Kubeconfig())
 	return nil
 }

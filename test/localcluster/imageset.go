@@ -99,6 +99,11 @@ func (l Layout) EnsureImageTarballs(ctx context.Context, p *Progress, v Versions
 	for _, ev := range v.Etcd {
 		specs = append(specs, EtcdImageSpec(v.EtcdImage(ev), bins.Etcd[ev]))
 	}
+	s3, err := l.s3ImageSpecs(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	specs = append(specs, s3...)
 	images := make([]LocalImage, len(specs))
 	errs := make([]error, len(specs))
 	var wg sync.WaitGroup

@@ -133,11 +133,11 @@ func teardownNetwork(ctx context.Context) error {
 	for _, link := range ourLinks(ctx) {
 		// Host ends of pod veths first; deleting one deletes its peer too.
 		for _, port := range linkNames(output(ctx, "ip", "-o", "link", "show", "master", link)) {
-			if err := run(ctx, "ip", "link", "del", port); err != nil {
+			if err := deleteLink(ctx, port); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		if err := run(ctx, "ip", "link", "del", link); err != nil {
+		if err := deleteLink(ctx, link); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -154,6 +154,17 @@ func teardownNetwork(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// deleteLink removes an interface. One that is already gone counts as removed:
+// a veth disappears with its peer, or with the network namespace a dying
+// sandbox is tearing down while the sweep runs.
+func deleteLink(ctx context.Context, name string) error {
+	err := run(ctx, "ip", "link", "del", name)
+	if err != nil && strings.TrimSpace(output(ctx, "ip", "-o", "link", "show", "dev", name)) == "" {
+		return nil
+	}
+	return err
 }
 
 // ourLinks lists the node bridges.

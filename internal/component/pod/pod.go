@@ -64,6 +64,9 @@ type Params struct {
 	// Image, when set, is used verbatim instead of ImageRepository and the
 	// version, for pinning by digest or testing a private build.
 	Image string
+	// OperatorImage is the operator's own image, which downloads a restored
+	// cluster's snapshot in its seed's Pod.
+	OperatorImage string
 }
 
 func (p Params) namespace() string {
@@ -126,6 +129,14 @@ func Build(p Params) *corev1.Pod {
 		nodeSelector = maps.Clone(m.Spec.NodeSelector)
 	}
 
+	volumes := []corev1.Volume{dataVolume(m)}
+	var initContainers []corev1.Container
+	if restores(p) {
+		var extra []corev1.Volume
+		initContainers, extra = restoreInit(p)
+		volumes = append(volumes, extra...)
+	}
+
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            m.Name,
@@ -150,8 +161,9 @@ func Build(p Params) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To(terminationGracePeriod),
 			SecurityContext:               podSecurityContext(),
 
-			Containers: []corev1.Container{container(p, ns)},
-			Volumes:    []corev1.Volume{dataVolume(m)},
+			InitContainers: initContainers,
+			Containers:     []corev1.Container{container(p, ns)},
+			Volumes:        volumes,
 
 			Affinity:                  defaultAffinity(m),
 			TopologySpreadConstraints: defaultSpread(m),

@@ -36,8 +36,12 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 		if exists, err := r.liveSeedExists(ctx, s.cluster); err != nil || exists {
 			return ctrl.Result{RequeueAfter: requeueSoon}, err
 		}
-		log.Info("Creating the seed member")
-		created, err := r.createMember(ctx, s, newMember{template: s.cluster.Status.Observed.MemberTemplate, seed: true})
+		restore, proceed, res, err := r.restoreGate(ctx, s)
+		if !proceed || err != nil {
+			return res, err
+		}
+		log.Info("Creating the seed member", "restore", restore != nil)
+		created, err := r.createMember(ctx, s, newMember{template: s.cluster.Status.Observed.MemberTemplate, seed: true, restore: restore})
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -49,7 +53,9 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 		return ctrl.Result{}, r.setInitialCluster(ctx, seed, fmt.Sprintf("%s=%s", seed.Name, r.peerURL(seed)))
 	}
 	if !s.podReady(seed.Name) {
-		s.setProgress(v1alpha1.BootstrappingReason, "waiting for seed member %s to start", seed.Name)
+		if !r.observeRestore(s, seed) {
+			s.setProgress(v1alpha1.BootstrappingReason, "waiting for seed member %s to start", seed.Name)
+		}
 		return ctrl.Result{}, nil
 	}
 	list, err := r.seedMemberList(ctx, seed)
@@ -68,6 +74,7 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 		s.cluster.Status.MinorSince = &v1alpha1.MinorMark{Minor: v.MinorString()}
 	}
 	log.Info("Cluster formed", "clusterID", s.cluster.Status.ClusterID, "seed", seed.Name)
+	r.restoreFormed(ctx, s)
 	r.event(s.cluster, corev1.EventTypeNormal, "ClusterFormed", "Bootstrap",
 		"Seed member %s formed etcd cluster %s", seed.Name, s.cluster.Status.ClusterID)
 	if err := r.patchMemberStatus(ctx, seed, list.Members[0].IDString(), v1alpha1.MemberRoleVoter); err != nil {
@@ -120,6 +127,8 @@ type newMember struct {
 	seed     bool
 	// replaces names the broken member this one takes the place of.
 	replaces string
+	// restore is what a restored cluster's seed restores.
+	restore *v1alpha1.MemberRestore
 }
 
 // memberFrom is a like-for-like replacement of x.
@@ -154,6 +163,7 @@ func (r *Reconciler) createMember(ctx context.Context, s *scope, nm newMember) (
 				PeerURL:        v1alpha1.PeerURL(name, c.Name, c.Namespace, r.ClusterDomain),
 				ClientURL:      v1alpha1.ClientURL(name, c.Name, c.Namespace, r.ClusterDomain),
 				Replaces:       nm.replaces,
+				Restore:        nm.restore,
 				MemberTemplate: *nm.template.DeepCopy(),
 			},
 		}

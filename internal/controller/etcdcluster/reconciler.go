@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -45,9 +46,14 @@ type Reconciler struct {
 	Now func() time.Time
 	// Workers is how many clusters are reconciled at once.
 	Workers int
+	// OperatorImage runs the check of a restore's source and the seed's
+	// download of the snapshot.
+	OperatorImage string
 
 	// memos keeps per-cluster timers between passes; see memo.
 	memos memos
+	// restores keeps restore refusals between passes; see restore.go.
+	restores restoreMemos
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
@@ -177,6 +183,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&v1alpha1.EtcdMember{}).
 		Owns(&corev1.Service{}).
+		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeToClusters),

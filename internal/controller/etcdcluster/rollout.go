@@ -343,11 +343,12 @@ func (s *scope) entriesBeforeUpgrade() int {
 	for _, m := range s.counted() {
 		count = max(count, snapshotCount(m))
 	}
+	mark := uint64(since.RaftIndex)
 	leader := s.etcd.health[s.etcd.leaderID()].status.RaftIndex
-	if leader > since.RaftIndex+count {
+	if leader > mark+count {
 		return 0
 	}
-	return int(since.RaftIndex + count + 1 - leader)
+	return int(mark + count + 1 - leader)
 }
 
 // snapshotCount is a member's --snapshot-count: its own setting, or its

@@ -58,6 +58,8 @@ type scope struct {
 	// versionRefused is set when the target version breaks etcd's upgrade
 	// rules for the versions the members are on.
 	versionRefused *etcdversion.Refusal
+	// restoreRefusal is why a restore from a snapshot is refused, if it is.
+	restoreRefusal *progress
 }
 
 type progress struct {

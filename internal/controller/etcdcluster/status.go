@@ -103,7 +103,7 @@ func setMinorSince(s *scope) {
 	if since := s.cluster.Status.MinorSince; minor == "" || (since != nil && since.Minor == minor) {
 		return
 	}
-	s.cluster.Status.MinorSince = &v1alpha1.MinorMark{Minor: minor, RaftIndex: s.etcd.health[s.etcd.leaderID()].status.RaftIndex}
+	s.cluster.Status.MinorSince = &v1alpha1.MinorMark{Minor: minor, RaftIndex: int64(s.etcd.health[s.etcd.leaderID()].status.RaftIndex)}
 }
 
 func setCondition(s *scope, condType string, status metav1.ConditionStatus, reason, message string) {
@@ -128,6 +128,8 @@ func setAvailable(s *scope) {
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.PausedReason,
 			fmt.Sprintf("paused: member %s is dormant and its data is kept on PersistentVolumeClaim %s; set replicas to resume",
 				d.Name, v1alpha1.DataVolumeClaimName(d.Name)))
+	case !c.ClusterFormed() && s.restoreRefusal != nil:
+		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, s.restoreRefusal.reason, s.restoreRefusal.message)
 	case !c.ClusterFormed():
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrappingReason,
 			"the seed member has not formed the cluster yet")
@@ -258,7 +260,7 @@ func setKstatus(s *scope) {
 	case ready.Status == metav1.ConditionTrue:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason, ready.Message)
-	case stalls[ready.Reason]:
+	case stalls[ready.Reason], s.restoreRefusal != nil && ready.Reason == s.restoreRefusal.reason:
 		setCondition(s, v1alpha1.ReconcilingCondition, metav1.ConditionFalse, ready.Reason, ready.Message)
 		setCondition(s, v1alpha1.StalledCondition, metav1.ConditionTrue, ready.Reason, ready.Message)
 	case deadlinePassed(s):

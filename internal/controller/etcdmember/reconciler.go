@@ -35,6 +35,8 @@ type Reconciler struct {
 	ImageRepository string
 	// Workers is how many members are reconciled at once.
 	Workers int
+	// OperatorImage downloads a restored cluster's snapshot in its seed.
+	OperatorImage string
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch;patch
@@ -92,6 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ClusterFormed:   cluster.ClusterFormed(),
 		ClusterDomain:   r.ClusterDomain,
 		ImageRepository: r.ImageRepository,
+		OperatorImage:   r.OperatorImage,
 	}
 	current, err := r.currentPod(ctx, m)
 	if err != nil {

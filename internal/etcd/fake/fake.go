@@ -53,7 +53,7 @@ var knownOps = map[string]bool{
 	etcd.OpMemberPromote: true, etcd.OpMemberRemove: true, etcd.OpStatus: true,
 	etcd.OpMemberListAt: true, etcd.OpHealth: true, etcd.OpAlarmList: true,
 	etcd.OpAlarmDisarm: true, etcd.OpDefragment: true, etcd.OpCompact: true,
-	etcd.OpMoveLeader: true, etcd.OpAdvanceLog: true,
+	etcd.OpMoveLeader: true, etcd.OpAdvanceLog: true, etcd.OpSnapshot: true,
 }
 
 // Fake is the cluster model. The exported fields record what the code under
@@ -78,6 +78,8 @@ type Fake struct {
 	hooks       map[string]Hook
 	seq         uint64
 	open        int
+	// snapshot is the stream Snapshot sends; nil sends ValidSnapshot(2).
+	snapshot []byte
 
 	Calls         []Call
 	Dialed        [][]string
@@ -88,6 +90,8 @@ type Fake struct {
 	Compacted     []int64
 	Defragmented  []string
 	Disarmed      []etcd.Alarm
+	// Snapshotted are the endpoints snapshots were streamed from.
+	Snapshotted []string
 }
 
 var (

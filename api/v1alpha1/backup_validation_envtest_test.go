@@ -1,0 +1,233 @@
+//go:build envtest
+
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+func s3Dest() *v1alpha1.S3Destination {
+	return &v1alpha1.S3Destination{Endpoint: "http://s3.example:7070", Bucket: "backups", ForcePathStyle: true}
+}
+
+func pvcDest() *v1alpha1.PVCDestination {
+	return &v1alpha1.PVCDestination{ClaimName: "snapshots", Path: "etcd"}
+}
+
+func newSnapshot(name string, mutate func(*v1alpha1.EtcdSnapshot)) *v1alpha1.EtcdSnapshot {
+	s := &v1alpha1.EtcdSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1alpha1.EtcdSnapshotSpec{
+			ClusterName: "c",
+			Destination: v1alpha1.SnapshotDestination{S3: s3Dest()},
+		},
+	}
+	if mutate != nil {
+		mutate(s)
+	}
+	return s
+}
+
+func TestSnapshotCreateValidation(t *testing.T) {
+	cases := []struct {
+		name    string
+		mutate  func(*v1alpha1.EtcdSnapshot)
+		message string
+	}{
+		{"no destination", func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination = v1alpha1.SnapshotDestination{} },
+			"destination must set exactly one of s3 or persistentVolumeClaim"},
+		{"two destinations", func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination.PersistentVolumeClaim = pvcDest() },
+			"destination must set exactly one of s3 or persistentVolumeClaim"},
+		{"endpoint without a scheme", func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination.S3.Endpoint = "s3.example:7070" },
+			"s3.endpoint must be an http:// or https:// URL"},
+		{"prefix climbing out", func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination.S3.Prefix = "a/../../b" },
+			"s3.prefix must be relative and must not contain '..'"},
+		{"absolute prefix", func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination.S3.Prefix = "/etcd" },
+			"s3.prefix must be relative and must not contain '..'"},
+		{"bucket with upper case", func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination.S3.Bucket = "Backups" },
+			"spec.destination.s3.bucket in body should match"},
+		{"absolute claim path", func(s *v1alpha1.EtcdSnapshot) {
+			s.Spec.Destination = v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "x", Path: "/etc"}}
+		}, "persistentVolumeClaim.path must be relative and must not contain '..'"},
+		{"claim path climbing out", func(s *v1alpha1.EtcdSnapshot) {
+			s.Spec.Destination = v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "x", Path: ".."}}
+		}, "persistentVolumeClaim.path must be relative and must not contain '..'"},
+		{"no cluster", func(s *v1alpha1.EtcdSnapshot) { s.Spec.ClusterName = "" },
+			"spec.clusterName in body should be at least 1 chars long"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := k8s.Create(context.Background(), newSnapshot(fmt.Sprintf("snap-create-%d", i), tc.mutate))
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+}
+
+func TestSnapshotSpecIsImmutable(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s := newSnapshot("snap-immutable", nil)
+	g.Expect(k8s.Create(ctx, s)).To(Succeed())
+	s.Spec.Destination.S3.Prefix = "elsewhere/"
+	err := k8s.Update(ctx, s)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("the spec of an EtcdSnapshot cannot be changed; create a new EtcdSnapshot"))
+
+	g.Expect(k8s.Get(ctx, keyOf(s), s)).To(Succeed())
+	s.Labels = map[string]string{"kept": "yes"}
+	g.Expect(k8s.Update(ctx, s)).To(Succeed(), "metadata stays editable")
+}
+
+func TestSnapshotDefaults(t *testing.T) {
+	g := NewWithT(t)
+	s := newSnapshot("snap-defaults", func(s *v1alpha1.EtcdSnapshot) {
+		s.Spec.Destination.S3.CABundle = &v1alpha1.CABundleReference{ConfigMapName: "ca"}
+	})
+	g.Expect(k8s.Create(context.Background(), s)).To(Succeed())
+	g.Expect(s.Spec.Destination.S3.CABundle.Key).To(Equal("ca.crt"))
+}
+
+func newSchedule(name string, mutate func(*v1alpha1.EtcdSnapshotSchedule)) *v1alpha1.EtcdSnapshotSchedule {
+	s := &v1alpha1.EtcdSnapshotSchedule{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1alpha1.EtcdSnapshotScheduleSpec{
+			ClusterName: "c",
+			Schedule:    "*/5 * * * *",
+			Destination: v1alpha1.SnapshotDestination{PersistentVolumeClaim: pvcDest()},
+			Retention:   &v1alpha1.SnapshotRetention{KeepLast: ptr.To[int32](3)},
+		},
+	}
+	if mutate != nil {
+		mutate(s)
+	}
+	return s
+}
+
+func TestScheduleValidation(t *testing.T) {
+	cases := []struct {
+		name    string
+		mutate  func(*v1alpha1.EtcdSnapshotSchedule)
+		message string
+	}{
+		{"empty retention", func(s *v1alpha1.EtcdSnapshotSchedule) { s.Spec.Retention = &v1alpha1.SnapshotRetention{} },
+			"retention needs keepLast, maxAge or both"},
+		{"keep none", func(s *v1alpha1.EtcdSnapshotSchedule) { s.Spec.Retention.KeepLast = ptr.To[int32](0) },
+			"spec.retention.keepLast in body should be greater than or equal to 1"},
+		{"two destinations", func(s *v1alpha1.EtcdSnapshotSchedule) { s.Spec.Destination.S3 = s3Dest() },
+			"destination must set exactly one of s3 or persistentVolumeClaim"},
+		{"empty schedule", func(s *v1alpha1.EtcdSnapshotSchedule) { s.Spec.Schedule = "" },
+			"spec.schedule in body should be at least 1 chars long"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := k8s.Create(context.Background(), newSchedule(fmt.Sprintf("sched-%d", i), tc.mutate))
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+	g := NewWithT(t)
+	ok := newSchedule("sched-ok", func(s *v1alpha1.EtcdSnapshotSchedule) {
+		s.Spec.Retention = &v1alpha1.SnapshotRetention{MaxAge: &metav1.Duration{Duration: 48 * 3600e9}}
+	})
+	g.Expect(k8s.Create(context.Background(), ok)).To(Succeed(), "maxAge alone is a retention")
+}
+
+func withRestore(r *v1alpha1.RestoreSpec) func(*v1alpha1.EtcdCluster) {
+	return func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: r} }
+}
+
+func TestRestoreCreateValidation(t *testing.T) {
+	source := &v1alpha1.RestoreSource{S3: s3Dest(), Key: "ns/c/snap.db"}
+	cases := []struct {
+		name    string
+		mutate  func(*v1alpha1.EtcdCluster)
+		message string
+	}{
+		{"neither name nor source", withRestore(&v1alpha1.RestoreSpec{}),
+			"restore must set exactly one of snapshotName or source"},
+		{"both name and source", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap", Source: source}),
+			"restore must set exactly one of snapshotName or source"},
+		{"source without storage", withRestore(&v1alpha1.RestoreSpec{Source: &v1alpha1.RestoreSource{Key: "k"}}),
+			"source must set exactly one of s3 or persistentVolumeClaim"},
+		{"source with both storages", withRestore(&v1alpha1.RestoreSpec{Source: &v1alpha1.RestoreSource{S3: s3Dest(), PersistentVolumeClaim: pvcDest(), Key: "k"}}),
+			"source must set exactly one of s3 or persistentVolumeClaim"},
+		{"key climbing out", withRestore(&v1alpha1.RestoreSpec{Source: &v1alpha1.RestoreSource{PersistentVolumeClaim: pvcDest(), Key: "../x.db"}}),
+			"source.key must be relative and must not contain '..'"},
+		{"negative bump", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap", BumpRevision: ptr.To[int64](-1)}),
+			"spec.bootstrap.restore.bumpRevision in body should be greater than or equal to 0"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := k8s.Create(context.Background(), newCluster(fmt.Sprintf("restore-create-%d", i), tc.mutate))
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+}
+
+func TestRestoreDefaults(t *testing.T) {
+	g := NewWithT(t)
+	c := newCluster("restore-defaults", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap"}))
+	g.Expect(k8s.Create(context.Background(), c)).To(Succeed())
+	g.Expect(c.Spec.Bootstrap.Restore.BumpRevision).To(Equal(ptr.To[int64](1000000000)))
+	g.Expect(c.Spec.Bootstrap.Restore.MarkCompacted).To(Equal(ptr.To(true)))
+	g.Expect(*c.Spec.Bootstrap.Restore.BumpRevision).To(Equal(v1alpha1.DefaultBumpRevision))
+}
+
+func TestRestoreCannotChangeAfterCreation(t *testing.T) {
+	cases := []struct {
+		name    string
+		create  func(*v1alpha1.EtcdCluster)
+		update  func(*v1alpha1.EtcdCluster)
+		message string
+	}{
+		{"add a restore", nil,
+			withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap"}),
+			"spec.bootstrap cannot be added or removed after creation"},
+		{"remove the restore", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap"}),
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap = nil },
+			"spec.bootstrap cannot be added or removed after creation"},
+		{"name another snapshot", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap"}),
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap.Restore.SnapshotName = "other" },
+			"spec.bootstrap cannot be changed after creation"},
+		{"change the bump", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap"}),
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap.Restore.BumpRevision = ptr.To[int64](5) },
+			"spec.bootstrap cannot be changed after creation"},
+		{"drop the restore but keep bootstrap", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap"}),
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap.Restore = nil },
+			"spec.bootstrap cannot be changed after creation"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			c := newCluster(fmt.Sprintf("restore-update-%d", i), tc.create)
+			g.Expect(k8s.Create(ctx, c)).To(Succeed())
+			tc.update(c)
+			err := k8s.Update(ctx, c)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := newCluster("restore-scale", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap"}))
+	g.Expect(k8s.Create(ctx, c)).To(Succeed())
+	c.Spec.Replicas = ptr.To[int32](5)
+	g.Expect(k8s.Update(ctx, c)).To(Succeed(), "the rest of a restored cluster's spec stays editable")
+}
+
+func keyOf(s *v1alpha1.EtcdSnapshot) client.ObjectKey { return client.ObjectKeyFromObject(s) }

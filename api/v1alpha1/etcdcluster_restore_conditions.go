@@ -1,0 +1,43 @@
+package v1alpha1
+
+// Reasons of the Available and Ready conditions (and of Stalled, for a
+// refusal) of a cluster created from spec.bootstrap.restore. A refusal is
+// bad input: nothing more is done until the spec or the storage changes, no
+// seed is created (or the seed never starts etcd), and an Event of the same
+// reason is recorded once.
+const (
+	// RestoreCheckingReason (Ready=False, Available=False): the operator is
+	// checking the snapshot before creating the seed.
+	RestoreCheckingReason = "RestoreChecking"
+	// RestoringReason (Ready=False, Available=False): the seed is downloading
+	// and restoring the snapshot.
+	RestoringReason = "Restoring"
+	// RestoreSnapshotNotFoundReason: spec.bootstrap.restore.snapshotName
+	// names no EtcdSnapshot.
+	RestoreSnapshotNotFoundReason = "RestoreSnapshotNotFound"
+	// RestoreSnapshotNotReadyReason: the named EtcdSnapshot has not
+	// succeeded yet; the restore waits for it.
+	RestoreSnapshotNotReadyReason = "RestoreSnapshotNotReady"
+	// RestoreSnapshotFailedReason: the named EtcdSnapshot failed.
+	RestoreSnapshotFailedReason = "RestoreSnapshotFailed"
+	// RestoreObjectNotFoundReason: no snapshot object (or no metadata object
+	// beside it) is at the source.
+	RestoreObjectNotFoundReason = "RestoreObjectNotFound"
+	// RestoreCredentialsInvalidReason: the storage refused the credentials,
+	// or their Secret is missing.
+	RestoreCredentialsInvalidReason = "RestoreCredentialsInvalid"
+	// RestoreBucketNotFoundReason: the source bucket does not exist.
+	RestoreBucketNotFoundReason = "RestoreBucketNotFound"
+	// RestoreMetadataInvalidReason: the metadata beside the snapshot cannot
+	// be read, or disagrees with the EtcdSnapshot that names it.
+	RestoreMetadataInvalidReason = "RestoreMetadataInvalid"
+	// RestoreVersionTooNewReason: the snapshot was taken with a newer etcd
+	// minor than the cluster's version; etcd cannot be downgraded that way.
+	RestoreVersionTooNewReason = "RestoreVersionTooNew"
+	// RestoreChecksumMismatchReason: the downloaded snapshot's SHA-256 is not
+	// the recorded one, or etcdutl's check of etcd's own hash failed.
+	RestoreChecksumMismatchReason = "RestoreChecksumMismatch"
+	// RestoreFailedReason: the restore failed for another reason (storage
+	// or etcdutl errors); the message has it.
+	RestoreFailedReason = "RestoreFailed"
+)

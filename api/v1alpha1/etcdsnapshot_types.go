@@ -1,0 +1,218 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SnapshotDestination is where snapshots are stored: exactly one of s3 or
+// persistentVolumeClaim.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.s3) ? 1 : 0) + (has(self.persistentVolumeClaim) ? 1 : 0) == 1",message="destination must set exactly one of s3 or persistentVolumeClaim"
+type SnapshotDestination struct {
+	// S3 is a bucket of Amazon S3 or of an S3-compatible server.
+	// +optional
+	S3 *S3Destination `json:"s3,omitempty"`
+
+	// PersistentVolumeClaim is a directory on a volume in the snapshot's
+	// namespace.
+	// +optional
+	PersistentVolumeClaim *PVCDestination `json:"persistentVolumeClaim,omitempty"`
+}
+
+// S3Destination is a bucket and a key prefix.
+type S3Destination struct {
+	// Endpoint is the server's URL, such as https://s3.eu-west-1.amazonaws.com
+	// or http://s3.localcluster-s3.svc:7070. Empty means AWS's endpoint for
+	// the region.
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="s3.endpoint must be an http:// or https:// URL"
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// Bucket must exist; the operator never creates it.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	Bucket string `json:"bucket"`
+
+	// Prefix is put before every key the operator writes, such as etcd/.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="s3.prefix must be relative and must not contain '..'"
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+
+	// Region of the bucket; empty means us-east-1, which S3-compatible
+	// servers accept whatever their own region.
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// ForcePathStyle addresses the bucket as endpoint/bucket instead of
+	// bucket.endpoint, as most S3-compatible servers need.
+	// +optional
+	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
+
+	// CredentialsSecretName is a Secret in the same namespace with the keys
+	// accessKeyID and secretAccessKey. Empty uses ambient credentials (the
+	// AWS SDK's default chain: environment, web identity, instance role).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	CredentialsSecretName string `json:"credentialsSecretName,omitempty"`
+
+	// CABundle is a ConfigMap with the PEM certificates that sign the
+	// endpoint's certificate, for a private certificate authority.
+	// +optional
+	CABundle *CABundleReference `json:"caBundle,omitempty"`
+}
+
+// Keys of the Secret named by S3Destination.CredentialsSecretName.
+const (
+	S3AccessKeyIDKey     = "accessKeyID"
+	S3SecretAccessKeyKey = "secretAccessKey"
+)
+
+// CABundleReference names a ConfigMap key holding PEM certificates.
+type CABundleReference struct {
+	// ConfigMapName is a ConfigMap in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	ConfigMapName string `json:"configMapName"`
+	// Key in the ConfigMap.
+	// +kubebuilder:default="ca.crt"
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// PVCDestination is a directory on a PersistentVolumeClaim.
+type PVCDestination struct {
+	// ClaimName is a PersistentVolumeClaim in the same namespace. The claim
+	// is mounted by the Pods that write and read snapshots, so a
+	// ReadWriteOnce claim binds them to its node.
+	// +kubebuilder:validation:MinLength=1
+	ClaimName string `json:"claimName"`
+
+	// Path is the directory inside the volume; empty means its root.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="persistentVolumeClaim.path must be relative and must not contain '..'"
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// EtcdSnapshotSpec is one snapshot to take. It cannot change once created:
+// what was asked for is a record of what was taken.
+//
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the spec of an EtcdSnapshot cannot be changed; create a new EtcdSnapshot"
+type EtcdSnapshotSpec struct {
+	// ClusterName is the EtcdCluster in the same namespace to snapshot.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClusterName string `json:"clusterName"`
+
+	// Destination is where the snapshot is written.
+	Destination SnapshotDestination `json:"destination"`
+}
+
+// SnapshotPhase is where a snapshot is in its life.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type SnapshotPhase string
+
+const (
+	// SnapshotPending: waiting for the cluster, or for another snapshot of
+	// the same cluster to finish.
+	SnapshotPending SnapshotPhase = "Pending"
+	// SnapshotRunning: the snapshot Job is streaming the snapshot.
+	SnapshotRunning SnapshotPhase = "Running"
+	// SnapshotSucceeded: the snapshot and its metadata are stored and verified.
+	SnapshotSucceeded SnapshotPhase = "Succeeded"
+	// SnapshotFailed: nothing that could pass for a good snapshot was left.
+	SnapshotFailed SnapshotPhase = "Failed"
+)
+
+// Terminal reports a phase that never changes again.
+func (p SnapshotPhase) Terminal() bool { return p == SnapshotSucceeded || p == SnapshotFailed }
+
+// EtcdSnapshotStatus is what was taken, once it has been.
+type EtcdSnapshotStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase is Pending, Running, Succeeded or Failed.
+	// +optional
+	Phase SnapshotPhase `json:"phase,omitempty"`
+
+	// Location is where the snapshot is, as s3://bucket/key or
+	// pvc://claim/path.
+	// +optional
+	Location string `json:"location,omitempty"`
+
+	// Key is the snapshot's object key relative to the destination's prefix
+	// (or path): what a restore's source.key names.
+	// +optional
+	Key string `json:"key,omitempty"`
+
+	// Revision is the store revision the member had applied when the
+	// snapshot began: every write up to and including it is in the snapshot.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+
+	// SizeBytes is the size of the stored object, etcd's checksum included.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+
+	// SHA256 is the hex SHA-256 of the stored object; a restore checks it.
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+
+	// EtcdVersion is the version of the member the snapshot was taken from.
+	// +optional
+	EtcdVersion string `json:"etcdVersion,omitempty"`
+
+	// ClusterID is the etcd cluster ID (hex) the snapshot was taken from.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+
+	// Member is the etcd member (hex ID) the snapshot was streamed from.
+	// +optional
+	Member string `json:"member,omitempty"`
+
+	// StartedAt is when the snapshot Job was created.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// CompletedAt is when the snapshot succeeded or failed.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// Conditions: Succeeded, whose reasons are listed in
+	// api/v1alpha1/etcdsnapshot_conditions.go.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// EtcdSnapshot is one snapshot of an EtcdCluster, taken once.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=etcdsnap,categories=etcd-all
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.sizeBytes`
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.location`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdSnapshot struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec EtcdSnapshotSpec `json:"spec"`
+	// +optional
+	Status EtcdSnapshotStatus `json:"status,omitempty"`
+}
+
+// EtcdSnapshotList is a list of EtcdSnapshots.
+//
+// +kubebuilder:object:root=true
+type EtcdSnapshotList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdSnapshot `json:"items"`
+}

@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/backup/store"
+)
+
+// Files of the restore work dir, on the seed's own data volume.
+const (
+	// SnapshotFile is the downloaded, checked snapshot.
+	SnapshotFile = "snapshot.db"
+	// restoringDir is where etcdutl restores before the data dir is moved
+	// into place.
+	restoringDir = "data.restoring"
+)
+
+// FetchArgs is the command line of restore fetch.
+type FetchArgs struct {
+	StorageArgs
+	// SHA256 and Size are what the download must have.
+	SHA256 string
+	Size   int64
+	// DataDir is the seed's etcd data dir; WorkDir a directory on the same
+	// volume.
+	DataDir, WorkDir string
+	// CopySelfTo, if set, is where the agent puts a copy of its own binary,
+	// for the restore step that runs in the etcd image.
+	CopySelfTo string
+}
+
+// Args renders the command line.
+func (a FetchArgs) Args() []string {
+	out := append([]string{"restore", "fetch"}, a.flags()...)
+	out = append(out, "--sha256="+a.SHA256, "--size="+strconv.FormatInt(a.Size, 10),
+		"--data-dir="+a.DataDir, "--work-dir="+a.WorkDir)
+	if a.CopySelfTo != "" {
+		out = append(out, "--copy-self-to="+a.CopySelfTo)
+	}
+	return out
+}
+
+func parseFetch(args []string, env Env) (FetchArgs, string, error) {
+	var a FetchArgs
+	fs := newFlagSet("restore fetch", env)
+	decode := storageFlags(fs, &a.StorageArgs)
+	fs.StringVar(&a.SHA256, "sha256", "", "the snapshot's recorded SHA-256 (hex)")
+	fs.Int64Var(&a.Size, "size", 0, "the snapshot's recorded size")
+	fs.StringVar(&a.DataDir, "data-dir", "", "etcd's data dir")
+	fs.StringVar(&a.WorkDir, "work-dir", "", "a directory on the data dir's volume")
+	fs.StringVar(&a.CopySelfTo, "copy-self-to", "", "where to copy this binary")
+	logPath := terminationFlag(fs)
+	err := parse(fs, args, decode, func() error {
+		if len(a.SHA256) != 64 || a.Size <= 0 || a.DataDir == "" || a.WorkDir == "" {
+			return fmt.Errorf("%w: --sha256, --size, --data-dir and --work-dir are required", backup.ErrInvalidArguments)
+		}
+		return nil
+	})
+	return a, *logPath, err
+}
+
+func runFetch(ctx context.Context, args []string, env Env) (backup.Result, string) {
+	a, logPath, err := parseFetch(args, env)
+	if err != nil {
+		return backup.ResultOf(err), logPath
+	}
+	if a.CopySelfTo != "" {
+		if err := copySelf(a.CopySelfTo); err != nil {
+			return backup.ResultOf(err), logPath
+		}
+	}
+	if !gateOpen(a.DataDir, env) {
+		_, _ = fmt.Fprintln(env.Stdout, "the cluster exists or the data dir is in place; nothing to fetch")
+		return backup.Result{Code: backup.CodeOK, Skipped: true}, logPath
+	}
+	st, err := openStore(ctx, a.StorageArgs, env)
+	if err != nil {
+		return backup.ResultOf(err), logPath
+	}
+	return backup.ResultOf(Fetch(ctx, st, a, env.Stdout)), logPath
+}
+
+// gateOpen is backup.RestoreNeeded for this Pod.
+func gateOpen(dataDir string, env Env) bool {
+	_, err := os.Stat(dataDir)
+	return backup.RestoreNeeded(env.Getenv(EnvInitialClusterState), !errors.Is(err, fs.ErrNotExist))
+}
+
+// Fetch downloads the snapshot into the work dir, checking both the
+// recorded SHA-256 of the object and etcd's own digest inside it; the file
+// gets its final name only when both match.
+func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) error {
+	if err := os.RemoveAll(a.WorkDir); err != nil {
+		return fmt.Errorf("failed to clear %s: %w", a.WorkDir, err)
+	}
+	if err := os.MkdirAll(a.WorkDir, 0o700); err != nil {
+		return fmt.Errorf("failed to create %s: %w", a.WorkDir, err)
+	}
+	src, err := st.Reader(ctx, a.Key)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	final := filepath.Join(a.WorkDir, SnapshotFile)
+	partial := final + ".partial"
+	f, err := os.OpenFile(partial, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("failed to create %s: %w", partial, err)
+	}
+	defer f.Close()
+	r := backup.NewChecksumReader(src)
+	if _, err := io.CopyBuffer(f, r, make([]byte, copyBuffer)); err != nil {
+		return fmt.Errorf("failed to download the snapshot: %w", err)
+	}
+	if r.Size() != a.Size || r.SHA256() != a.SHA256 {
+		return fmt.Errorf("%w: downloaded %d bytes with SHA-256 %s; the snapshot was recorded as %d bytes with %s",
+			backup.ErrChecksumMismatch, r.Size(), r.SHA256(), a.Size, a.SHA256)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("failed to sync %s: %w", partial, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("failed to close %s: %w", partial, err)
+	}
+	if err := os.Rename(partial, final); err != nil {
+		return fmt.Errorf("failed to rename %s: %w", partial, err)
+	}
+	_, _ = fmt.Fprintf(log, "downloaded and checked %d bytes, sha256 %s\n", r.Size(), r.SHA256())
+	return nil
+}
+
+// copySelf installs this binary at dst, whole or not at all.
+func copySelf(dst string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("failed to find this binary: %w", err)
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return fmt.Errorf("failed to open %s: %w", self, err)
+	}
+	defer in.Close()
+	tmp := dst + ".partial"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return fmt.Errorf("failed to create %s: %w", tmp, err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return fmt.Errorf("failed to copy %s: %w", self, err)
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}

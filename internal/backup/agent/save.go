@@ -1,0 +1,220 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/backup/store"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+)
+
+// SaveArgs is the command line of snapshot save.
+type SaveArgs struct {
+	StorageArgs
+	Namespace, Cluster, Snapshot string
+	// Endpoints are the members' client URLs.
+	Endpoints []string
+	// ClusterID (hex) is the cluster the members must belong to; empty
+	// accepts any.
+	ClusterID string
+}
+
+// Args renders the command line, without the program name.
+func (a SaveArgs) Args() []string {
+	out := []string{"snapshot", "save",
+		"--namespace=" + a.Namespace, "--cluster=" + a.Cluster, "--snapshot=" + a.Snapshot,
+		"--endpoints=" + strings.Join(a.Endpoints, ","),
+	}
+	if a.ClusterID != "" {
+		out = append(out, "--cluster-id="+a.ClusterID)
+	}
+	return append(out, a.flags()...)
+}
+
+func parseSave(args []string, env Env) (SaveArgs, string, error) {
+	var a SaveArgs
+	fs := newFlagSet("snapshot save", env)
+	var endpoints string
+	fs.StringVar(&a.Namespace, "namespace", "", "namespace of the cluster")
+	fs.StringVar(&a.Cluster, "cluster", "", "the EtcdCluster")
+	fs.StringVar(&a.Snapshot, "snapshot", "", "the EtcdSnapshot")
+	fs.StringVar(&endpoints, "endpoints", "", "comma separated client URLs of the members")
+	fs.StringVar(&a.ClusterID, "cluster-id", "", "the etcd cluster ID (hex) the members must report")
+	decode := storageFlags(fs, &a.StorageArgs)
+	logPath := terminationFlag(fs)
+	err := parse(fs, args, decode, func() error {
+		for _, ep := range strings.Split(endpoints, ",") {
+			if ep = strings.TrimSpace(ep); ep != "" {
+				a.Endpoints = append(a.Endpoints, ep)
+			}
+		}
+		if len(a.Endpoints) == 0 {
+			return fmt.Errorf("%w: --endpoints is required", backup.ErrInvalidArguments)
+		}
+		return nil
+	})
+	return a, *logPath, err
+}
+
+// dialer is replaced by tests.
+var dialer = etcd.NewDialer()
+
+func runSave(ctx context.Context, args []string, env Env) (backup.Result, string) {
+	a, logPath, err := parseSave(args, env)
+	if err != nil {
+		return backup.ResultOf(err), logPath
+	}
+	st, err := openStore(ctx, a.StorageArgs, env)
+	if err != nil {
+		return backup.ResultOf(err), logPath
+	}
+	meta, err := Save(ctx, st, dialer, a, env.Stdout)
+	res := backup.ResultOf(err)
+	res.Metadata = meta
+	return res, logPath
+}
+
+// Save takes one snapshot: it checks the storage first, so bad credentials
+// or a missing bucket fail before etcd is asked for anything, picks a
+// member, streams its snapshot into the store while checking etcd's
+// SHA-256, commits it only if that matched, and then writes the metadata
+// object, the marker of a good snapshot.
+func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io.Writer) (*backup.Metadata, error) {
+	for _, key := range []string{a.Key, backup.MetadataKey(a.Key)} {
+		_, err := st.Stat(ctx, key)
+		switch {
+		case err == nil:
+			return nil, fmt.Errorf("%w: %s; a snapshot never overwrites one", backup.ErrExists, key)
+		case !errors.Is(err, backup.ErrNotFound):
+			return nil, err
+		}
+	}
+	var want uint64
+	if a.ClusterID != "" {
+		id, err := etcd.ParseMemberID(a.ClusterID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --cluster-id: %v", backup.ErrInvalidArguments, err)
+		}
+		want = id
+	}
+	c, err := d.Dial(ctx, a.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	member, status, err := chooseMember(ctx, c, a.Endpoints, want)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = fmt.Fprintf(log, "streaming the snapshot of member %s (%s) at revision %d\n", etcd.FormatMemberID(member.MemberID), member.Endpoint, member.Revision)
+	started := time.Now().UTC()
+	verified, err := stream(ctx, st, c, member.Endpoint, a.Key)
+	if err != nil {
+		return nil, err
+	}
+	meta := &backup.Metadata{
+		Format:         backup.MetadataFormat,
+		Namespace:      a.Namespace,
+		Cluster:        a.Cluster,
+		Snapshot:       a.Snapshot,
+		Key:            a.Key,
+		Revision:       member.Revision,
+		EtcdVersion:    status.Version,
+		StorageVersion: verified.storageVersion,
+		ClusterID:      etcd.FormatMemberID(member.ClusterID),
+		MemberID:       etcd.FormatMemberID(member.MemberID),
+		Endpoint:       member.Endpoint,
+		StartedAt:      started,
+		CompletedAt:    time.Now().UTC(),
+		SizeBytes:      verified.r.Size(),
+		DBSizeBytes:    verified.r.Size() - backup.TrailerSize,
+		SHA256:         verified.r.SHA256(),
+		EtcdSHA256:     verified.r.EtcdSHA256(),
+	}
+	data, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Put(ctx, st, backup.MetadataKey(a.Key), data); err != nil {
+		// Without its marker the object is no good snapshot; take it away
+		// so nothing mistakes it for one or keeps paying for it.
+		if derr := st.Delete(ctx, a.Key); derr != nil {
+			err = fmt.Errorf("%w (and the snapshot without metadata could not be deleted: %v)", err, derr)
+		}
+		return nil, fmt.Errorf("failed to write the snapshot's metadata: %w", err)
+	}
+	_, _ = fmt.Fprintf(log, "saved %d bytes, sha256 %s\n", meta.SizeBytes, meta.SHA256)
+	return meta, nil
+}
+
+// chooseMember asks every endpoint for its status at once.
+func chooseMember(ctx context.Context, c etcd.Client, endpoints []string, want uint64) (backup.Candidate, etcd.EndpointStatus, error) {
+	statuses := make([]etcd.EndpointStatus, len(endpoints))
+	candidates := make([]backup.Candidate, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Go(func() {
+			st, err := c.Status(ctx, ep)
+			statuses[i] = st
+			candidates[i] = backup.Candidate{Endpoint: ep, Err: err, MemberID: st.MemberID, ClusterID: st.ClusterID,
+				Healthy: err == nil && st.Healthy(), IsLeader: st.IsLeader(), IsLearner: st.IsLearner, Revision: st.Revision}
+		})
+	}
+	wg.Wait()
+	chosen, err := backup.ChooseMember(candidates, want)
+	if err != nil {
+		return backup.Candidate{}, etcd.EndpointStatus{}, err
+	}
+	for i := range candidates {
+		if candidates[i].Endpoint == chosen.Endpoint {
+			return chosen, statuses[i], nil
+		}
+	}
+	return chosen, etcd.EndpointStatus{}, nil
+}
+
+type streamed struct {
+	r              *backup.ChecksumReader
+	storageVersion string
+}
+
+// copyBuffer is the size of each read from the stream; etcd sends 32 KiB
+// messages.
+const copyBuffer = 1 << 20
+
+// stream copies the snapshot into the store and commits it only once etcd's
+// SHA-256 has been checked: the checksum reader ends the stream with an
+// error instead of EOF when it does not match, and the object is aborted.
+func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key string) (streamed, error) {
+	s, err := c.Snapshot(ctx, endpoint)
+	if err != nil {
+		return streamed{}, err
+	}
+	defer s.Close()
+	w, err := st.Writer(ctx, key)
+	if err != nil {
+		return streamed{}, err
+	}
+	r := backup.NewChecksumReader(s)
+	if _, err := io.CopyBuffer(w, r, make([]byte, copyBuffer)); err != nil {
+		if aerr := w.Abort(); aerr != nil {
+			err = fmt.Errorf("%w (and the abort failed: %v)", err, aerr)
+		}
+		return streamed{}, fmt.Errorf("failed to stream the snapshot from %s: %w", endpoint, err)
+	}
+	if !r.Verified() {
+		_ = w.Abort()
+		return streamed{}, fmt.Errorf("%w: the stream ended before its digest was checked", backup.ErrChecksumMismatch)
+	}
+	if err := w.Commit(); err != nil {
+		return streamed{}, fmt.Errorf("failed to commit the snapshot: %w", err)
+	}
+	return streamed{r: r, storageVersion: s.StorageVersion()}, nil
+}

@@ -1,0 +1,103 @@
+package backup
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+)
+
+// TrailerSize is the length of the SHA-256 etcd appends to a snapshot
+// stream, of the database bytes before it.
+const TrailerSize = sha256.Size
+
+// hasTrailer is etcd's own test for a snapshot with its SHA-256 appended
+// (etcdutl checks the same before verifying it): a bolt database is a
+// whole number of pages, and pages are multiples of 512 bytes, so a size
+// 32 past such a multiple can only be a database plus its digest.
+func hasTrailer(size int64) bool { return size%512 == TrailerSize }
+
+// ChecksumReader passes a snapshot stream through unchanged and, at its
+// end, checks the SHA-256 etcd appended against the bytes before it. It
+// reports io.EOF only if they match: a mismatch, or a stream without a
+// digest, ends it with ErrChecksumMismatch instead, so a writer that
+// commits only on a clean end never commits a bad snapshot.
+type ChecksumReader struct {
+	r io.Reader
+	// db hashes the database bytes: all but the last TrailerSize seen.
+	db hash.Hash
+	// all hashes every byte, the digest included: the stored object's.
+	all  hash.Hash
+	tail [2 * TrailerSize]byte
+	// tailLen bytes at the start of tail are held back from db.
+	tailLen int
+	n       int64
+	trailer []byte
+	err     error
+}
+
+// NewChecksumReader wraps a snapshot stream.
+func NewChecksumReader(r io.Reader) *ChecksumReader {
+	return &ChecksumReader{r: r, db: sha256.New(), all: sha256.New()}
+}
+
+func (c *ChecksumReader) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.feed(p[:n])
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		c.err = c.verify()
+		return n, c.err
+	case err != nil:
+		c.err = err
+	}
+	return n, err
+}
+
+func (c *ChecksumReader) feed(p []byte) {
+	c.n += int64(len(p))
+	c.all.Write(p)
+	if len(p) >= TrailerSize {
+		// The held-back bytes are not the trailer after all.
+		c.db.Write(c.tail[:c.tailLen])
+		c.db.Write(p[:len(p)-TrailerSize])
+		c.tailLen = copy(c.tail[:], p[len(p)-TrailerSize:])
+		return
+	}
+	c.tailLen += copy(c.tail[c.tailLen:], p)
+	if over := c.tailLen - TrailerSize; over > 0 {
+		c.db.Write(c.tail[:over])
+		copy(c.tail[:], c.tail[over:c.tailLen])
+		c.tailLen = TrailerSize
+	}
+}
+
+func (c *ChecksumReader) verify() error {
+	if !hasTrailer(c.n) {
+		return fmt.Errorf("%w: a snapshot stream of %d bytes carries no SHA-256 (a database plus its digest is 32 bytes past a multiple of 512)", ErrChecksumMismatch, c.n)
+	}
+	c.trailer = append([]byte(nil), c.tail[:TrailerSize]...)
+	if got := c.db.Sum(nil); string(got) != string(c.trailer) {
+		return fmt.Errorf("%w: etcd's SHA-256 of the snapshot is %x, the bytes received hash to %x", ErrChecksumMismatch, c.trailer, got)
+	}
+	return io.EOF
+}
+
+// Verified reports whether the whole stream was read and its digest matched.
+func (c *ChecksumReader) Verified() bool { return errors.Is(c.err, io.EOF) }
+
+// Size is the number of bytes read, the digest included.
+func (c *ChecksumReader) Size() int64 { return c.n }
+
+// SHA256 is the hex SHA-256 of every byte read: the stored object's.
+func (c *ChecksumReader) SHA256() string { return hex.EncodeToString(c.all.Sum(nil)) }
+
+// EtcdSHA256 is the hex digest etcd appended, once verified.
+func (c *ChecksumReader) EtcdSHA256() string { return hex.EncodeToString(c.trailer) }

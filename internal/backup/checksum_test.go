@@ -1,0 +1,108 @@
+package backup
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"testing"
+	"testing/iotest"
+)
+
+// stream builds what etcd sends: a database of whole 4 KiB pages and its
+// SHA-256.
+func stream(t *testing.T, pages int) []byte {
+	t.Helper()
+	db := make([]byte, pages*4096)
+	if _, err := rand.Read(db); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(db)
+	return append(db, sum[:]...)
+}
+
+func readAll(r io.Reader) ([]byte, error) {
+	var out bytes.Buffer
+	_, err := io.Copy(&out, r)
+	return out.Bytes(), err
+}
+
+func TestChecksumReaderPassesAGoodStream(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(io.Reader) io.Reader
+	}{
+		{"large reads", func(r io.Reader) io.Reader { return r }},
+		// Reads of one byte put the digest's boundary inside the
+		// held-back tail on every call.
+		{"one byte at a time", iotest.OneByteReader},
+		{"half reads", iotest.HalfReader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := stream(t, 3)
+			c := NewChecksumReader(tc.wrap(bytes.NewReader(in)))
+			out, err := readAll(c)
+			if err != nil {
+				t.Fatalf("a good stream failed: %v", err)
+			}
+			if !bytes.Equal(out, in) {
+				t.Fatal("the stream was changed on the way through")
+			}
+			if !c.Verified() || c.Size() != int64(len(in)) {
+				t.Fatalf("verified %v, size %d; want true, %d", c.Verified(), c.Size(), len(in))
+			}
+			whole := sha256.Sum256(in)
+			if c.SHA256() != hex.EncodeToString(whole[:]) {
+				t.Fatalf("object SHA-256 %s, want %x", c.SHA256(), whole)
+			}
+			if c.EtcdSHA256() != hex.EncodeToString(in[len(in)-32:]) {
+				t.Fatalf("etcd's SHA-256 %s, want %x", c.EtcdSHA256(), in[len(in)-32:])
+			}
+		})
+	}
+}
+
+func TestChecksumReaderRefusesABadStream(t *testing.T) {
+	good := stream(t, 2)
+	flipped := bytes.Clone(good)
+	flipped[4097] ^= 0x01
+	badDigest := bytes.Clone(good)
+	badDigest[len(badDigest)-1] ^= 0x80
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"a flipped byte in the database", flipped},
+		{"a flipped byte in the digest", badDigest},
+		{"no digest at all", good[:len(good)-32]},
+		{"a truncated stream", good[:len(good)-100]},
+		{"empty", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewChecksumReader(bytes.NewReader(tc.in))
+			_, err := readAll(c)
+			if !errors.Is(err, ErrChecksumMismatch) {
+				t.Fatalf("err = %v, want ErrChecksumMismatch", err)
+			}
+			if c.Verified() {
+				t.Fatal("a bad stream was reported verified")
+			}
+			if _, again := c.Read(make([]byte, 8)); !errors.Is(again, ErrChecksumMismatch) {
+				t.Fatalf("a second read after the failure returned %v", again)
+			}
+		})
+	}
+}
+
+func TestChecksumReaderPassesOnReadErrors(t *testing.T) {
+	boom := errors.New("stream broke")
+	c := NewChecksumReader(io.MultiReader(bytes.NewReader(stream(t, 1)[:100]), iotest.ErrReader(boom)))
+	if _, err := readAll(c); !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the stream's own error", err)
+	}
+	if c.Verified() {
+		t.Fatal("a broken stream was reported verified")
+	}
+}

@@ -1,0 +1,142 @@
+package backupjob_test
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/component/backupjob"
+)
+
+func snapshot(dest v1alpha1.SnapshotDestination) *v1alpha1.EtcdSnapshot {
+	return &v1alpha1.EtcdSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "prod", UID: "snap-uid"},
+		Spec:       v1alpha1.EtcdSnapshotSpec{ClusterName: "main", Destination: dest},
+	}
+}
+
+func cluster() *v1alpha1.EtcdCluster {
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: "prod", UID: "cluster-uid"}}
+	c.Status.ClusterID = "cdf818194e3a8c32"
+	return c
+}
+
+var s3Dest = v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{
+	Endpoint: "http://s3:7070", Bucket: "backups", CredentialsSecretName: "creds",
+}}
+
+func TestSnapshotJob(t *testing.T) {
+	g := NewWithT(t)
+	job := backupjob.Snapshot(snapshot(s3Dest), cluster(), []string{"http://a:2379", "http://b:2379"}, "prod/main/nightly.db", "op:v1")
+	g.Expect(job.Name).To(Equal("main-snapshot"), "one per cluster: the name is the lock")
+	g.Expect(job.OwnerReferences).To(HaveLen(1))
+	g.Expect(job.OwnerReferences[0].Kind).To(Equal("EtcdSnapshot"))
+	g.Expect(*job.OwnerReferences[0].Controller).To(BeTrue())
+	g.Expect(job.Labels).To(HaveKeyWithValue(v1alpha1.ClusterLabel, "main"), "the operator's cache only sees labelled objects")
+	g.Expect(job.Spec.Template.Labels).NotTo(HaveKey(v1alpha1.ClusterLabel), "no Service or budget of the cluster may select the Pod")
+	g.Expect(job.Spec.Template.Labels).To(HaveKeyWithValue(v1alpha1.SnapshotLabel, "nightly"))
+	g.Expect(*job.Spec.BackoffLimit).To(BeZero())
+	g.Expect(job.Spec.ActiveDeadlineSeconds).NotTo(BeNil())
+
+	spec := job.Spec.Template.Spec
+	g.Expect(spec.RestartPolicy).To(Equal(corev1.RestartPolicyNever))
+	g.Expect(*spec.AutomountServiceAccountToken).To(BeFalse(), "the agent needs no Kubernetes API access")
+	g.Expect(spec.ServiceAccountName).To(BeEmpty())
+	g.Expect(*spec.SecurityContext.RunAsNonRoot).To(BeTrue())
+	g.Expect(spec.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+	c := spec.Containers[0]
+	g.Expect(c.Name).To(Equal(backupjob.ContainerName))
+	g.Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
+	g.Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
+	g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+	g.Expect(c.Command).To(Equal([]string{"/manager"}))
+	g.Expect(c.Args[:2]).To(Equal([]string{"snapshot", "save"}))
+	g.Expect(c.Args).To(ContainElements("--endpoints=http://a:2379,http://b:2379", "--cluster-id=cdf818194e3a8c32", "--key=prod/main/nightly.db"))
+	for _, a := range c.Args {
+		g.Expect(a).NotTo(ContainSubstring("accessKey"), "credentials never go into arguments")
+	}
+	g.Expect(c.Env).To(HaveLen(2))
+	for _, e := range c.Env {
+		g.Expect(e.Value).To(BeEmpty())
+		g.Expect(e.ValueFrom.SecretKeyRef.Name).To(Equal("creds"))
+	}
+}
+
+func TestJobsOnAVolume(t *testing.T) {
+	g := NewWithT(t)
+	dest := v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}
+	save := backupjob.Snapshot(snapshot(dest), cluster(), []string{"http://a:2379"}, "k.db", "op:v1")
+	g.Expect(save.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal("backups"))
+	g.Expect(save.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly).To(BeFalse())
+	g.Expect(*save.Spec.Template.Spec.SecurityContext.FSGroup).To(BeNumerically(">", 0), "a fresh claim must be writable")
+	g.Expect(save.Spec.Template.Spec.Containers[0].Env).To(BeEmpty())
+
+	check := backupjob.RestoreCheck(cluster(), dest, "k.db", "op:v1")
+	g.Expect(check.Name).To(Equal("main-restore-check"))
+	g.Expect(check.OwnerReferences[0].Kind).To(Equal("EtcdCluster"))
+	g.Expect(check.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly).To(BeTrue(), "a check never writes")
+	g.Expect(check.Spec.Template.Spec.Containers[0].Args[:2]).To(Equal([]string{"snapshot", "inspect"}))
+
+	prune := backupjob.Prune(snapshot(dest), "k.db", "op:v1")
+	g.Expect(prune.Name).To(Equal("nightly-prune"))
+	g.Expect(prune.Spec.Template.Spec.Containers[0].Args[:2]).To(Equal([]string{"snapshot", "delete"}))
+}
+
+func TestJobNamesFitALabel(t *testing.T) {
+	g := NewWithT(t)
+	long := strings.Repeat("a", 60)
+	for _, n := range []string{backupjob.SnapshotJobName(long), backupjob.PruneJobName(long + "-x"), backupjob.RestoreCheckJobName(long)} {
+		g.Expect(len(n)).To(BeNumerically("<=", 63), n)
+	}
+	g.Expect(backupjob.PruneJobName(long)).NotTo(Equal(backupjob.PruneJobName(long+"b")), "truncation keeps names apart")
+}
+
+func TestObserve(t *testing.T) {
+	g := NewWithT(t)
+	done := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}}}
+	withMessage := func(msg string) []corev1.Pod {
+		return []corev1.Pod{{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name: backupjob.ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: msg}},
+		}}}}}
+	}
+	o := backupjob.Observe(done, withMessage(string(backup.ResultOf(backup.ErrCredentials).Encode())))
+	g.Expect(o.Done).To(BeTrue())
+	g.Expect(o.Result.Code).To(Equal(backup.CodeCredentialsInvalid))
+	g.Expect(o.NoResult).To(BeEmpty())
+
+	o = backupjob.Observe(done, withMessage("OOMKilled"))
+	g.Expect(o.Result.Code).To(BeEmpty())
+	g.Expect(o.NoResult).To(ContainSubstring("BackoffLimitExceeded"))
+
+	stuck := []corev1.Pod{{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+		Name: backupjob.ContainerName, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "not present"}},
+	}}}}}
+	o = backupjob.Observe(&batchv1.Job{}, stuck)
+	g.Expect(o.Done).To(BeFalse())
+	g.Expect(o.Stuck).To(ContainSubstring("ErrImageNeverPull"))
+}
+
+func TestInitFailure(t *testing.T) {
+	g := NewWithT(t)
+	mismatch := string(backup.ResultOf(backup.ErrChecksumMismatch).Encode())
+	p := &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{
+		Name:                 "restore-fetch",
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: mismatch}},
+	}}}}
+	res, failed := backupjob.InitFailure(p, "restore-fetch")
+	g.Expect(failed).To(BeTrue(), "the failure before the restart in back-off")
+	g.Expect(res.Code).To(Equal(backup.CodeChecksumMismatch))
+
+	p.Status.InitContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}
+	_, failed = backupjob.InitFailure(p, "restore-fetch")
+	g.Expect(failed).To(BeFalse(), "it has since succeeded")
+	_, failed = backupjob.InitFailure(nil, "restore-fetch")
+	g.Expect(failed).To(BeFalse())
+}

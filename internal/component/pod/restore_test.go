@@ -1,0 +1,147 @@
+package pod_test
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/backup/agent"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
+)
+
+func restoredSeed(mutate ...func(*v1alpha1.EtcdMember)) *v1alpha1.EtcdMember {
+	return newMember(append([]func(*v1alpha1.EtcdMember){func(m *v1alpha1.EtcdMember) {
+		m.Spec.Bootstrap = true
+		m.Spec.Restore = &v1alpha1.MemberRestore{
+			Source: v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{
+				Endpoint: "http://s3:7070", Bucket: "backups", ForcePathStyle: true, CredentialsSecretName: "s3-creds",
+				CABundle: &v1alpha1.CABundleReference{ConfigMapName: "s3-ca", Key: "ca.crt"},
+			}},
+			Key: "prod/old/snap.db", SHA256: strings.Repeat("ab", 32), SizeBytes: 8224,
+			BumpRevision: 1000000000, MarkCompacted: true,
+		}
+	}}, mutate...)...)
+}
+
+func restoreParams(m *v1alpha1.EtcdMember, formed bool) pod.Params {
+	p := newParams(m)
+	p.OperatorImage = "registry.example/operator:v1"
+	p.ClusterFormed = formed
+	return p
+}
+
+func initContainer(p *corev1.Pod, name string) *corev1.Container {
+	for i := range p.Spec.InitContainers {
+		if p.Spec.InitContainers[i].Name == name {
+			return &p.Spec.InitContainers[i]
+		}
+	}
+	return nil
+}
+
+func argValue(c *corev1.Container, name string) string {
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func TestBuild_RestoreInitContainers(t *testing.T) {
+	g := NewWithT(t)
+	p := pod.Build(restoreParams(restoredSeed(), false))
+	g.Expect(p.Spec.InitContainers).To(HaveLen(2))
+	fetch, apply := &p.Spec.InitContainers[0], &p.Spec.InitContainers[1]
+	g.Expect(fetch.Name).To(Equal(pod.RestoreFetchContainer), "the download runs first")
+	g.Expect(apply.Name).To(Equal(pod.RestoreApplyContainer))
+
+	g.Expect(fetch.Image).To(Equal("registry.example/operator:v1"))
+	g.Expect(fetch.Command).To(Equal([]string{"/manager"}))
+	g.Expect(fetch.Args[:2]).To(Equal([]string{"restore", "fetch"}))
+	g.Expect(argValue(fetch, "sha256")).To(Equal(strings.Repeat("ab", 32)))
+	g.Expect(argValue(fetch, "data-dir")).To(Equal(pod.DataDir))
+	g.Expect(argValue(fetch, "ca-file")).To(Equal(agent.DefaultCAFile))
+
+	// The etcd image of the member's own version, running the copied agent.
+	g.Expect(apply.Image).To(Equal("registry.example/etcd:v3.6.16"))
+	g.Expect(apply.Command).To(Equal([]string{argValue(fetch, "copy-self-to")}))
+	g.Expect(argValue(apply, "name")).To(Equal(testMember))
+	g.Expect(argValue(apply, "initial-cluster")).To(Equal(testInitial), "the seed alone")
+	g.Expect(argValue(apply, "initial-cluster-token")).To(Equal(testToken))
+	g.Expect(argValue(apply, "bump-revision")).To(Equal("1000000000"))
+	g.Expect(argValue(apply, "mark-compacted")).To(Equal("true"))
+	g.Expect(argValue(apply, "data-dir")).To(Equal(pod.DataDir))
+
+	for _, c := range p.Spec.InitContainers {
+		var gate *corev1.EnvVar
+		for i := range c.Env {
+			if c.Env[i].Name == v1alpha1.StartupInitialClusterStateKey {
+				gate = &c.Env[i]
+			}
+		}
+		g.Expect(gate).NotTo(BeNil(), "%s must read the gate", c.Name)
+		g.Expect(gate.ValueFrom.ConfigMapKeyRef.Name).To(Equal(v1alpha1.StartupConfigName(testMember)), "re-read at every start")
+		g.Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
+		g.Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
+		g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+		for _, a := range c.Args {
+			g.Expect(strings.ToLower(a)).NotTo(ContainSubstring("secretaccesskey"), "no credential in an argument")
+		}
+	}
+	var creds []string
+	for _, e := range fetch.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			g.Expect(e.ValueFrom.SecretKeyRef.Name).To(Equal("s3-creds"))
+			g.Expect(*e.ValueFrom.SecretKeyRef.Optional).To(BeTrue(), "a missing Secret is reported by the agent, not a stuck Pod")
+			creds = append(creds, e.Name)
+		}
+	}
+	g.Expect(creds).To(ConsistOf(agent.EnvAccessKeyID, agent.EnvSecretAccessKey))
+	g.Expect(apply.Env).To(HaveLen(1), "etcdutl needs no credentials")
+}
+
+func TestBuild_NoRestoreOnceTheClusterExists(t *testing.T) {
+	booted := metav1.Now()
+	cases := map[string]pod.Params{
+		"the cluster formed":           restoreParams(restoredSeed(), true),
+		"the seed has booted":          restoreParams(restoredSeed(func(m *v1alpha1.EtcdMember) { m.Status.FirstReadyTime = &booted }), false),
+		"the seed's ID is latched":     restoreParams(restoredSeed(func(m *v1alpha1.EtcdMember) { m.Status.MemberID = "8e9e05c52164694d" }), false),
+		"a joining member":             restoreParams(restoredSeed(func(m *v1alpha1.EtcdMember) { m.Spec.Bootstrap = false }), false),
+		"no restore":                   restoreParams(restoredSeed(func(m *v1alpha1.EtcdMember) { m.Spec.Restore = nil }), false),
+		"no operator image configured": newParams(restoredSeed()),
+	}
+	for name, params := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := pod.Build(params)
+			g.Expect(p.Spec.InitContainers).To(BeEmpty())
+			g.Expect(p.Spec.Volumes).To(HaveLen(1), "only the data volume: nothing of the snapshot's storage")
+		})
+	}
+}
+
+func TestBuild_RestoreFromAVolumeMountsItReadOnly(t *testing.T) {
+	g := NewWithT(t)
+	m := restoredSeed(func(m *v1alpha1.EtcdMember) {
+		m.Spec.Restore.Source = v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}
+	})
+	p := pod.Build(restoreParams(m, false))
+	var claim *corev1.PersistentVolumeClaimVolumeSource
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "backups" {
+			claim = v.PersistentVolumeClaim
+		}
+	}
+	g.Expect(claim).NotTo(BeNil())
+	g.Expect(claim.ReadOnly).To(BeTrue())
+	fetch := initContainer(p, pod.RestoreFetchContainer)
+	g.Expect(argValue(fetch, "pvc-mount")).To(Equal(agent.DefaultPVCMount))
+	for _, e := range fetch.Env {
+		g.Expect(e.ValueFrom.SecretKeyRef).To(BeNil(), "a volume needs no credentials")
+	}
+}
