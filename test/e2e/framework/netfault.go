@@ -39,15 +39,25 @@ var partitionHooks = []string{"INPUT", "OUTPUT"}
 // partitionRules are the iptables commands, without the binary, that make
 // the chain: loopback passes (etcd talks to itself through it), everything
 // else is dropped until the UTC time until.
-func partitionRules(until time.Time) [][]string {
+func partitionRules(until time.Time, ports ...int) [][]string {
 	stop := until.UTC().Format("2006-01-02T15:04:05")
+	var match []string
+	if len(ports) > 0 {
+		var ps []string
+		for _, p := range ports {
+			ps = append(ps, strconv.Itoa(p))
+		}
+		// --ports matches the source or the destination port, so both
+		// directions of a connection on those ports are dropped.
+		match = []string{"-p", "tcp", "-m", "multiport", "--ports", strings.Join(ps, ",")}
+	}
 	rules := [][]string{
 		{"-N", PartitionChain},
 		{"-F", PartitionChain},
 		{"-A", PartitionChain, "-i", "lo", "-j", "RETURN"},
 		{"-A", PartitionChain, "-o", "lo", "-j", "RETURN"},
-		{"-A", PartitionChain, "-m", "time", "--datestop", stop, "--utc",
-			"-m", "comment", "--comment", "e2e partition until " + stop + " UTC", "-j", "DROP"},
+		append(append([]string{"-A", PartitionChain}, match...), "-m", "time", "--datestop", stop, "--utc",
+			"-m", "comment", "--comment", "e2e partition until "+stop+" UTC", "-j", "DROP"),
 	}
 	for _, hook := range partitionHooks {
 		rules = append(rules, []string{"-I", hook, "1", "-j", PartitionChain})
@@ -111,13 +121,27 @@ func PartitionPod(ctx context.Context, pod *corev1.Pod, until time.Time) error {
 	return nil
 }
 
+// PartitionPodPorts is PartitionPod for TCP traffic on the given ports only:
+// cut off from its peers (the peer port), a member still answers its
+// clients, from its own store and possibly stale, for serializable reads.
+func PartitionPodPorts(ctx context.Context, pod *corev1.Pod, until time.Time, ports ...int) error {
+	pid, err := podNetns(ctx, pod)
+	if err != nil {
+		return err
+	}
+	if err := partitionNetns(ctx, pid, until, ports...); err != nil {
+		return fmt.Errorf("failed to partition ports %v of pod %s/%s: %w", ports, pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
 // partitionNetns installs the partition in the network namespace of pid and
 // checks that both hooks jump to it.
-func partitionNetns(ctx context.Context, pid int, until time.Time) error {
+func partitionNetns(ctx context.Context, pid int, until time.Time, ports ...int) error {
 	if err := healNetns(ctx, pid); err != nil {
 		return err
 	}
-	for _, rule := range partitionRules(until) {
+	for _, rule := range partitionRules(until, ports...) {
 		if _, err := nsenter(ctx, pid, append([]string{"iptables", "-w"}, rule...)...); err != nil {
 			return err
 		}
