@@ -244,14 +244,27 @@ func (r *run) patchCluster(ctx context.Context, name string, change func(*v1alph
 // grace period: the leader dies mid-reconcile and another replica, or the
 // re-created Pod, takes over once the Lease expires.
 func (r *run) crashOperator(ctx context.Context) (string, error) {
-	lease, err := r.env.Clientset.CoordinationV1().Leases(framework.OperatorNamespace()).Get(ctx, setup.LeaderElectionID, metav1.GetOptions{})
+	// Right after an earlier crash the Lease may have no live holder yet:
+	// the crash waits for the next leader, as a crash of a running one.
+	var pod string
+	err := framework.WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		lease, err := r.env.Clientset.CoordinationV1().Leases(framework.OperatorNamespace()).Get(ctx, setup.LeaderElectionID, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			return false, nil
+		}
+		pod, _, _ = strings.Cut(*lease.Spec.HolderIdentity, "_")
+		p, err := r.env.Clientset.CoreV1().Pods(framework.OperatorNamespace()).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return p.DeletionTimestamp == nil && framework.PodReady(p), nil
+	})
 	if err != nil {
 		return "", fmt.Errorf("failed to find the operator's leader: %w", err)
 	}
-	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
-		return "", errors.New("the operator's leader Lease has no holder")
-	}
-	pod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
 	err = r.env.Clientset.CoreV1().Pods(framework.OperatorNamespace()).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	if err != nil {
 		return "", fmt.Errorf("failed to kill the operator's leader %s: %w", pod, err)
