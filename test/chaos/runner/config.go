@@ -80,3 +80,19 @@ func LongConfig(seed uint64, ns, artifacts string, d time.Duration, minFaults in
 		Timing: chaos.DefaultTiming, NodeLostAfter: 15, SelfTest: true,
 	}
 }
+
+// Without leaves kinds out of a configuration: its clusters' lanes and the
+// global faults. A cluster left with no kind is not created.
+func (c Config) Without(kinds []chaos.Kind) Config {
+	drop := func(k chaos.Kind) bool { return slices.Contains(kinds, k) }
+	var clusters []ClusterSpec
+	for _, s := range c.Clusters {
+		s.Kinds = slices.DeleteFunc(slices.Clone(s.Kinds), drop)
+		if len(s.Kinds) > 0 {
+			clusters = append(clusters, s)
+		}
+	}
+	c.Clusters = clusters
+	c.GlobalKinds = slices.DeleteFunc(slices.Clone(c.GlobalKinds), drop)
+	return c
+}

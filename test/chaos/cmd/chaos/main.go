@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/quorumctl/etcd-operator/test/chaos"
 	"github.com/quorumctl/etcd-operator/test/chaos/runner"
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 )
@@ -30,8 +31,17 @@ func run() error {
 	duration := flag.Duration("duration", 30*time.Minute, "how long faults are started for")
 	minFaults := flag.Int("min-faults", 100, "keep going past the duration until this many faults were injected")
 	artifacts := flag.String("artifacts", "", "where the report, histories and dumps go (default .cache/artifacts/chaos/<seed>)")
+	skip := flag.String("skip", "", "comma-separated fault kinds to leave out")
 	selfTest := flag.Bool("self-test", true, "first plant a stale read on a live member and require the checker to catch it")
 	flag.Parse()
+	var skipped []chaos.Kind
+	if *skip != "" {
+		k, err := chaos.ParseKinds(*skip)
+		if err != nil {
+			return err
+		}
+		skipped = k
+	}
 	seed, err := runner.SeedFromEnv()
 	if err != nil {
 		return err
@@ -61,7 +71,7 @@ func run() error {
 	defer func() {
 		_ = env.Clientset.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 	}()
-	cfg := runner.LongConfig(seed, ns.Name, *artifacts, *duration, *minFaults)
+	cfg := runner.LongConfig(seed, ns.Name, *artifacts, *duration, *minFaults).Without(skipped)
 	cfg.SelfTest = *selfTest
 	cfg.Logf = func(format string, args ...any) {
 		fmt.Printf("%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
