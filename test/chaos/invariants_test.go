@@ -75,7 +75,7 @@ func TestHealthyClusterHoldsEveryInvariant(t *testing.T) {
 func TestEachBrokenInvariantIsReported(t *testing.T) {
 	cases := []struct {
 		name   string
-		break_ func(o *Observation)
+		spoil  func(o *Observation)
 		inv    string
 		detail string
 	}{
@@ -156,7 +156,7 @@ func TestEachBrokenInvariantIsReported(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			o := healthy(3)
-			c.break_(&o)
+			c.spoil(&o)
 			got := CheckInvariants(o)
 			for _, v := range got {
 				if v.Invariant == c.inv && strings.Contains(v.Detail, c.detail) {

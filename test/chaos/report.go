@@ -134,6 +134,9 @@ func (r *Report) Summarize() {
 	r.FaultsByKind = map[Kind]int{}
 	r.ToReadyByKind = map[Kind]Seconds{}
 	r.FaultsTotal = len(r.Faults)
+	// Lanes record a fault when it is over; the report lists them in the
+	// order they were injected.
+	sortFaults(r.Faults)
 	r.LongestToReady = FaultRef{}
 	for _, f := range r.Faults {
 		r.FaultsByKind[f.Kind]++

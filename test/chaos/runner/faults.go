@@ -20,9 +20,9 @@ import (
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 )
 
-// memorySize is the tmpfs of a Memory cluster's members: small, so that the
-// disk fill reaches ENOSPC in a second.
-const memorySize = "96Mi"
+// memorySize is the tmpfs of a Memory cluster's members: the smallest size
+// allowed, so that the disk fill reaches ENOSPC in seconds.
+const memorySize = "256Mi"
 
 // victim is a member hit by a fault, as it was just before.
 type victim struct {
