@@ -134,6 +134,25 @@ test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds cert-manager ## Bring a 3-n
 	$(LOCALCLUSTER) down || status=1; \
 	exit $$status
 
+# The long chaos run (make chaos): how long faults are started for, and the
+# seed, drawn and printed when unset; a failed run's seed replays it.
+CHAOS_DURATION ?= 30m
+CHAOS_SEED ?=
+CHAOS_MIN_FAULTS ?= 100
+
+.PHONY: chaos
+chaos: $(LOCALCLUSTER) ## The long chaos run (CHAOS_DURATION, default 30m; CHAOS_SEED to replay; at least CHAOS_MIN_FAULTS faults) on a 3-node cluster; prints the report and writes it as JSON under .cache/artifacts/chaos/.
+	$(LOCALCLUSTER) up --nodes $(E2E_NODES)
+	status=0; \
+	{ $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) create namespace $(RELEASE_NAMESPACE) && \
+	  $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) label namespace $(RELEASE_NAMESPACE) \
+	    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted && \
+	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy HELM_ARGS="--values $(E2E_OPERATOR_VALUES)" && \
+	  KUBECONFIG=$(LOCAL_KUBECONFIG) CHAOS_SEED=$(CHAOS_SEED) $(GO) run ./test/chaos/cmd/chaos \
+	    -duration $(CHAOS_DURATION) -min-faults $(CHAOS_MIN_FAULTS); } || status=$$?; \
+	$(LOCALCLUSTER) down || status=1; \
+	exit $$status
+
 .PHONY: test-demo
 test-demo: $(LOCALCLUSTER) ## make demo (on 3 nodes) from a clean state dir, twice; then tear down.
 	$(LOCALCLUSTER) down --purge

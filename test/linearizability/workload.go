@@ -50,6 +50,16 @@ type Config struct {
 	// Interval is the pause between one client's calls, which keeps the
 	// history small enough to check. Defaults to DefaultInterval.
 	Interval time.Duration
+	// ErrorPause is the pause after a call that failed or whose outcome is
+	// unknown, in place of Interval. A client of an endpoint that is gone
+	// fails at once on every call; without a longer pause it would fill the
+	// history with writes of unknown outcome, each of which porcupine must
+	// try at every later point. Defaults to Interval.
+	ErrorPause time.Duration
+	// DialOptions are added to every client's gRPC dial options, after the
+	// workload's own: a dialer, say, that maps an endpoint's host name to
+	// where that member runs now.
+	DialOptions []grpc.DialOption
 	// Seed makes the choice of calls repeatable; zero picks one at random.
 	Seed uint64
 }
@@ -69,6 +79,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Interval <= 0 {
 		c.Interval = DefaultInterval
+	}
+	if c.ErrorPause <= 0 {
+		c.ErrorPause = c.Interval
 	}
 	if c.Seed == 0 {
 		c.Seed = rand.Uint64()
@@ -109,10 +122,10 @@ func Start(cfg Config) (*Workload, error) {
 				// gRPC's default reconnect backoff grows to two minutes; a
 				// member back from a restart should see its clients again
 				// within a second, as real clients that retry would.
-				DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+				DialOptions: append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 					Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 					MinConnectTimeout: cfg.CallTimeout,
-				})},
+				})}, cfg.DialOptions...),
 			})
 			if err != nil {
 				w.closeClients()
@@ -177,15 +190,18 @@ func (w *Workload) run(cli *clientv3.Client, endpoint string, rng *rand.Rand) {
 		in := w.next(rng, seen)
 		op := w.call(cli, in)
 		op.ClientID, op.Endpoint = id, endpoint
+		pauseFor := w.cfg.Interval
 		switch {
 		case op.Input.Kind == "":
 			w.history.AddFailed(in.Kind)
+			pauseFor = w.cfg.ErrorPause
 		case op.Output.Unknown:
 			w.history.Add(op)
 			// The call never ends as far as the checker knows, so this
 			// client's later calls overlap it: they need a lane of their own.
 			id = w.history.NewClientID()
 			delete(seen, in.Key)
+			pauseFor = w.cfg.ErrorPause
 		default:
 			w.history.Add(op)
 			switch {
@@ -195,7 +211,7 @@ func (w *Workload) run(cli *clientv3.Client, endpoint string, rng *rand.Rand) {
 				seen[in.Key] = in.Value
 			}
 		}
-		pause.Reset(w.cfg.Interval)
+		pause.Reset(pauseFor)
 	}
 }
 

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,14 @@ const dumpMessageTail = 400
 // state and last termination, and the namespace's objects and Events.
 func (e *Env) DumpNamespace(t testing.TB, ns string) {
 	t.Helper()
+	var b strings.Builder
+	e.DumpNamespaceTo(&b, ns)
+	t.Log(b.String())
+}
+
+// DumpNamespaceTo writes what DumpNamespace logs, for a caller that is not a
+// test, such as the chaos runner keeping the objects of a failed run.
+func (e *Env) DumpNamespaceTo(w io.Writer, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var b strings.Builder
@@ -35,10 +44,10 @@ func (e *Env) DumpNamespace(t testing.TB, ns string) {
 			dumpPod(&pods.Items[i], &b)
 		}
 	}
-	t.Logf("namespace %s at the failure:\n%s", ns, b.String())
+	fmt.Fprintf(w, "namespace %s at the failure:\n%s", ns, b.String())
 	args := []string{"get", "all,pvc,events", "-n", ns, "-o", "wide"}
 	r := e.Kubectl(ctx, args...)
-	t.Logf("kubectl %s:\n%s%s", strings.Join(args, " "), r.Stdout, r.Stderr)
+	fmt.Fprintf(w, "kubectl %s:\n%s%s", strings.Join(args, " "), r.Stdout, r.Stderr)
 }
 
 func dumpEtcdObjects(ctx context.Context, c client.Client, ns string, b *strings.Builder) {

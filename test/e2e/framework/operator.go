@@ -195,6 +195,13 @@ func (e *Env) ClientServiceEndpoint(ctx context.Context, ns, cluster string) (st
 func (e *Env) ScaleOperator(ctx context.Context, t testing.TB, replicas int) error {
 	t.Helper()
 	Serial(t)
+	return e.ScaleOperatorTo(ctx, replicas)
+}
+
+// ScaleOperatorTo is ScaleOperator for a program that is not a test, such as
+// the long chaos run, which owns the whole cluster; a test calls
+// ScaleOperator, so that it is also held to running alone.
+func (e *Env) ScaleOperatorTo(ctx context.Context, replicas int) error {
 	r := e.Kubectl(ctx, "scale", "deployment", "-n", OperatorNamespace(), "-l", OperatorSelector, fmt.Sprintf("--replicas=%d", replicas))
 	if r.Err != nil {
 		return r.Err

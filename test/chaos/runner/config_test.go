@@ -1,0 +1,49 @@
+package runner
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/quorumctl/etcd-operator/test/chaos"
+)
+
+// The short run's lanes, drawn as the runner draws them, cover at least six
+// kinds within the first 20 faults, and every step keeps the overlap rule.
+func TestShortConfigCoversSixKindsInTwentyFaults(t *testing.T) {
+	for seed := uint64(1); seed <= 50; seed++ {
+		cfg := ShortConfig(seed, "ns", t.TempDir())
+		kinds := map[chaos.Kind]bool{}
+		faults := 0
+		for i, c := range cfg.Clusters {
+			s := chaos.NewLaneScheduler(seed, i, chaos.LaneConfig{Cluster: c.Name, Replicas: c.Replicas, Kinds: c.Kinds, Idle: c.Idle}, cfg.Timing)
+			for range 10 {
+				step := s.Next()
+				if err := chaos.Admissible(step); err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				for _, f := range step.Faults {
+					kinds[f.Kind] = true
+					faults++
+				}
+			}
+		}
+		if faults < 20 || len(kinds) < 6 {
+			t.Fatalf("seed %d: %d faults of %d kinds in 10 steps per lane", seed, faults, len(kinds))
+		}
+	}
+}
+
+func TestWithoutDropsKindsAndEmptyClusters(t *testing.T) {
+	cfg := LongConfig(1, "ns", t.TempDir(), 0, 0).Without([]chaos.Kind{chaos.DiskFill, chaos.Kill, chaos.DeletePod, chaos.Partition, chaos.NodeStop})
+	for _, c := range cfg.Clusters {
+		if c.Memory {
+			t.Errorf("the Memory cluster, left with no kind, is still there: %+v", c)
+		}
+		if slices.Contains(c.Kinds, chaos.Kill) {
+			t.Errorf("%s still draws kill", c.Name)
+		}
+	}
+	if len(cfg.Clusters) != 2 || !slices.Equal(cfg.GlobalKinds, []chaos.Kind{chaos.OperatorDown}) {
+		t.Errorf("clusters %d, global kinds %v", len(cfg.Clusters), cfg.GlobalKinds)
+	}
+}

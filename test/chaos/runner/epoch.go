@@ -1,0 +1,210 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/quorumctl/etcd-operator/test/chaos"
+	"github.com/quorumctl/etcd-operator/test/e2e/framework"
+	"github.com/quorumctl/etcd-operator/test/linearizability"
+)
+
+// Workload settings: a few keys so that clients collide, two clients per
+// member and on the Service, and a pause after a failure so that a member
+// that is down does not fill the history with calls of unknown outcome.
+const (
+	epochKeys       = 6
+	clientsPerEp    = 2
+	errorPause      = 250 * time.Millisecond
+	checkTimeout    = 90 * time.Second
+	finalReadWithin = 2 * time.Minute
+)
+
+// epoch is one stretch of a cluster's history: a workload on fresh keys
+// against the members of the moment and the client Service, from before a
+// step's faults until the cluster has recovered from them.
+type epoch struct {
+	cluster string
+	index   int
+	prefix  string
+	w       *linearizability.Workload
+}
+
+func (r *run) nextEpoch(cluster string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.epochs == nil {
+		r.epochs = map[string]int{}
+	}
+	i := r.epochs[cluster]
+	r.epochs[cluster]++
+	return i
+}
+
+func (r *run) startEpoch(ctx context.Context, cluster string) (*epoch, error) {
+	eps, err := r.env.MemberEndpoints(ctx, r.cfg.Namespace, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("failed to find the members of %s: %w", cluster, err)
+	}
+	svc, err := r.env.ClientServiceEndpoint(ctx, r.cfg.Namespace, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("failed to find the client Service of %s: %w", cluster, err)
+	}
+	e := &epoch{cluster: cluster, index: r.nextEpoch(cluster)}
+	e.prefix = fmt.Sprintf("chaos/%d/%s/%d/", r.cfg.Seed, cluster, e.index)
+	e.w, err = linearizability.Start(linearizability.Config{
+		Endpoints: append(eps, svc), ClientsPerEndpoint: clientsPerEp, Keys: epochKeys,
+		KeyPrefix: e.prefix, ErrorPause: errorPause, Seed: r.cfg.Seed + uint64(e.index)*7919 + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to start the workload on %s: %w", cluster, err)
+	}
+	return e, nil
+}
+
+// finish stops the workload, checks its history and the final value of
+// every key, and records the epoch. A history that is not proven
+// linearizable, or a lost write, is an error that ends the run.
+func (r *run) finish(ctx context.Context, e *epoch) error {
+	h := e.w.Stop()
+	name := fmt.Sprintf("%s-%03d", e.cluster, e.index)
+	viz := filepath.Join(r.cfg.Artifacts, "histories", name+".html")
+	rep, err := h.Check(linearizability.CheckOptions{Timeout: checkTimeout, VisualizationPath: viz})
+	if err != nil {
+		return err
+	}
+	rec := chaos.EpochRecord{
+		Cluster: e.cluster, Index: e.index, Operations: rep.Operations, Acknowledged: rep.Acknowledged,
+		Unknown: rep.Unknown, Result: resultName(rep.Result), Visualization: rep.Visualization,
+		LongestWriteOutage: chaos.Seconds(rep.LongestWriteOutage),
+		OutageStarted:      r.historyStart(e).Add(rep.WriteOutageStart),
+	}
+	for _, n := range rep.Failed {
+		rec.Failed += n
+	}
+	ops := h.Ops()
+	lost, err := r.finalReads(ctx, e, ops)
+	if err != nil {
+		return err
+	}
+	rec.Lost = lost
+	r.mu.Lock()
+	r.report.Epochs = append(r.report.Epochs, rec)
+	r.mu.Unlock()
+	if rep.Result != porcupine.Ok || len(lost) > 0 {
+		if err := saveHistory(filepath.Join(r.cfg.Artifacts, "histories", name+".json"), ops); err != nil {
+			r.cfg.Logf("chaos: %v", err)
+		}
+	}
+	switch {
+	case rep.Result != porcupine.Ok:
+		return fmt.Errorf("history %s: %w", name, rep.Err())
+	case len(lost) > 0:
+		return fmt.Errorf("history %s: %d acknowledged writes lost: %v", name, len(lost), lost)
+	}
+	return nil
+}
+
+// historyStart approximates when the workload's clock read zero: the
+// report only needs the outage's wall-clock start to the second.
+func (r *run) historyStart(e *epoch) time.Time {
+	return time.Now().Add(-e.w.History().Now())
+}
+
+func resultName(res porcupine.CheckResult) string {
+	switch res {
+	case porcupine.Ok:
+		return "Ok"
+	case porcupine.Illegal:
+		return "Illegal"
+	}
+	return "Unknown"
+}
+
+// finalReads reads every key of the epoch through the client Service,
+// linearizably, and checks each value against the acknowledged writes.
+func (r *run) finalReads(ctx context.Context, e *epoch, ops []linearizability.Op) ([]string, error) {
+	svc, err := r.env.ClientServiceEndpoint(ctx, r.cfg.Namespace, e.cluster)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := framework.EtcdClient(svc)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	var lost []string
+	for i := range epochKeys {
+		key := e.prefix + strconv.Itoa(i)
+		var value string
+		err := framework.WaitFor(ctx, finalReadWithin, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			resp, err := cli.Get(ctx, key)
+			if err != nil {
+				return false, err
+			}
+			value = ""
+			if len(resp.Kvs) > 0 {
+				value = string(resp.Kvs[0].Value)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("failed to read %s at the end of its history: %w", key, err)
+		}
+		if err := chaos.FinalRead(ops, key, value); err != nil {
+			lost = append(lost, err.Error())
+		}
+	}
+	return lost, nil
+}
+
+func saveHistory(path string, ops []linearizability.Op) error {
+	data, err := json.MarshalIndent(ops, "", " ")
+	if err != nil {
+		return fmt.Errorf("failed to encode the history: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("failed to create the directory of %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("failed to write the history to %s: %w", path, err)
+	}
+	return nil
+}
+
+// withEpochs runs fn with a workload on each cluster and checks every
+// history afterwards, even when fn failed; fn's error comes first.
+func (r *run) withEpochs(ctx context.Context, clusters []string, fn func() error) error {
+	var eps []*epoch
+	for _, c := range clusters {
+		e, err := r.startEpoch(ctx, c)
+		if err != nil {
+			for _, e := range eps {
+				e.w.Stop()
+			}
+			return err
+		}
+		eps = append(eps, e)
+	}
+	err := fn()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, e := range eps {
+		if err := r.finish(ctx, e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

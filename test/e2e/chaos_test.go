@@ -1,0 +1,50 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/quorumctl/etcd-operator/test/chaos/runner"
+	"github.com/quorumctl/etcd-operator/test/e2e/framework"
+)
+
+// TestChaosShort runs the short chaos schedule: faults one after another,
+// in an order drawn from a printed seed, under the linearizability
+// checker's clients, after a self-test that the checker catches a stale
+// read a live member serves. It is not parallel: it kills the operator and
+// scales it to zero, which every other test would notice, so it runs with
+// the other serial tests, before the parallel ones start.
+func TestChaosShort(t *testing.T) {
+	// It stops nodes and the operator.
+	framework.Serial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	g := NewWithT(t)
+	g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
+	seed, err := runner.SeedFromEnv()
+	g.Expect(err).NotTo(HaveOccurred())
+	ns := env.CreateNamespace(t, "chaos-short")
+	artifacts := filepath.Join(env.RepoRoot, ".cache", "artifacts", "chaos-short", fmt.Sprint(seed))
+	cfg := runner.ShortConfig(seed, ns, artifacts)
+	cfg.Logf = t.Logf
+	rep, err := runner.Run(ctx, env, cfg)
+	if rep != nil {
+		t.Logf("\n%s", rep.Table())
+	}
+	g.Expect(err).NotTo(HaveOccurred(), "seed %d; artifacts in %s", seed, artifacts)
+	g.Expect(rep.Passed()).To(BeTrue())
+	g.Expect(rep.SelfTest).NotTo(BeNil())
+	g.Expect(rep.SelfTest.Caught).To(BeTrue(), "the checker caught the planted stale read")
+	g.Expect(rep.Violations).To(BeZero())
+	g.Expect(rep.LostWrites).To(BeZero())
+	g.Expect(rep.FaultsTotal).To(BeNumerically(">=", 20))
+	g.Expect(rep.KindsSeen).To(BeNumerically(">=", 6))
+	g.Expect(rep.Acknowledged).To(BeNumerically(">", 1000), "writes went on throughout")
+}

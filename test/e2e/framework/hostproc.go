@@ -1,0 +1,218 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Some faults cannot be injected from inside a Pod: a process cannot SIGKILL
+// its own PID namespace's init (etcd is PID 1 of its container), and a
+// restricted Pod may not change its network. The local cluster's nodes run
+// as processes of this host, so the test, running as root next to them, finds
+// a Pod's processes through the Pod's cgroup and acts on them from outside.
+
+// cgroupRoot is where the kernel mounts the cgroup hierarchies.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// ErrNoPodProcess says the Pod runs no process on this host: it is gone, not
+// started yet, or on a node that is stopped.
+var ErrNoPodProcess = errors.New("no process of the pod runs on this host")
+
+// podCgroupDirName reports whether a cgroup directory is the Pod's: the
+// kubelet names it pod<UID> with the cgroupfs driver, and
+// kubepods-<class>-pod<UID with underscores>.slice with the systemd one.
+func podCgroupDirName(name string, uid types.UID) bool {
+	if name == "pod"+string(uid) {
+		return true
+	}
+	systemd := "pod" + strings.ReplaceAll(string(uid), "-", "_") + ".slice"
+	return strings.HasSuffix(name, systemd)
+}
+
+// containerCgroupDirName reports whether a cgroup directory is the
+// container's: containerd names it by the container's ID (prefixed with the
+// runtime's name and suffixed .scope under systemd).
+func containerCgroupDirName(name, containerID string) bool {
+	return name == containerID || strings.HasSuffix(name, "-"+containerID+".scope")
+}
+
+// findCgroupDir walks every hierarchy for the first directory match accepts.
+// Pods sit a few levels down (node root, kubepods, QoS class), so the walk
+// stops at maxDepth rather than descending into every container's subtree.
+func findCgroupDir(root string, maxDepth int, match func(name string) bool) string {
+	hierarchies, err := os.ReadDir(root)
+	if err != nil {
+		return ""
+	}
+	for _, h := range hierarchies {
+		if !h.IsDir() {
+			continue
+		}
+		top := filepath.Join(root, h.Name())
+		var found string
+		_ = filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			if match(d.Name()) {
+				found = path
+				return fs.SkipAll
+			}
+			if depth := strings.Count(strings.TrimPrefix(path, top), "/"); depth >= maxDepth {
+				return fs.SkipDir
+			}
+			return nil
+		})
+		if found != "" {
+			return found
+		}
+	}
+	return ""
+}
+
+// cgroupProcesses lists the processes in a cgroup directory and below it.
+func cgroupProcesses(dir string) []int {
+	var pids []int
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		data, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids
+}
+
+// PodProcesses lists the host PIDs of every process of the Pod, its sandbox
+// included: all of them share the Pod's network namespace.
+func PodProcesses(pod *corev1.Pod) ([]int, error) {
+	dir := findCgroupDir(cgroupRoot, 6, func(name string) bool { return podCgroupDirName(name, pod.UID) })
+	if dir == "" {
+		return nil, fmt.Errorf("pod %s/%s (uid %s): %w", pod.Namespace, pod.Name, pod.UID, ErrNoPodProcess)
+	}
+	pids := cgroupProcesses(dir)
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("pod %s/%s: its cgroup %s is empty: %w", pod.Namespace, pod.Name, dir, ErrNoPodProcess)
+	}
+	return pids, nil
+}
+
+// ContainerProcess is the host PID of a running container's first process,
+// found by the container ID the kubelet reports.
+func ContainerProcess(pod *corev1.Pod, container string) (int, error) {
+	var id string
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == container && s.State.Running != nil {
+			id = s.ContainerID
+		}
+	}
+	if _, after, ok := strings.Cut(id, "://"); ok {
+		id = after
+	}
+	if id == "" {
+		return 0, fmt.Errorf("container %s of pod %s/%s is not running: %w", container, pod.Namespace, pod.Name, ErrNoPodProcess)
+	}
+	podDir := findCgroupDir(cgroupRoot, 6, func(name string) bool { return podCgroupDirName(name, pod.UID) })
+	if podDir == "" {
+		return 0, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrNoPodProcess)
+	}
+	var dir string
+	entries, _ := os.ReadDir(podDir)
+	for _, en := range entries {
+		if en.IsDir() && containerCgroupDirName(en.Name(), id) {
+			dir = filepath.Join(podDir, en.Name())
+		}
+	}
+	if dir == "" {
+		return 0, fmt.Errorf("container %s (%s) of pod %s/%s has no cgroup: %w", container, id, pod.Namespace, pod.Name, ErrNoPodProcess)
+	}
+	pids := cgroupProcesses(dir)
+	if len(pids) == 0 {
+		return 0, fmt.Errorf("container %s of pod %s/%s has no process: %w", container, pod.Namespace, pod.Name, ErrNoPodProcess)
+	}
+	return pids[0], nil
+}
+
+// ProcessArgs is a host process's command line.
+func ProcessArgs(pid int) ([]string, error) {
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00"), nil
+}
+
+// isEtcdOf reports whether a command line is etcd serving the named member.
+func isEtcdOf(args []string, member string) bool {
+	if len(args) == 0 || filepath.Base(args[0]) != "etcd" {
+		return false
+	}
+	for _, a := range args[1:] {
+		if a == "--name="+member {
+			return true
+		}
+	}
+	return false
+}
+
+// KillEtcd SIGKILLs a member's etcd from the host: no shutdown, no last
+// fsync, the way a crash or the OOM killer ends it. RestartEtcd's SIGTERM is
+// the polite variant; SIGKILL cannot be sent from inside the Pod, as etcd is
+// its PID namespace's init. Before the signal the process is checked to be
+// etcd serving this member, so a PID reused in between is never hit. It
+// waits, like RestartEtcd, until the restart shows or the Pod is gone.
+func (e *Env) KillEtcd(ctx context.Context, ns, podName string) error {
+	pod, err := e.Clientset.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	before, running, err := e.etcdContainer(ctx, ns, podName)
+	if err != nil {
+		return err
+	}
+	if !running {
+		return nil
+	}
+	pid, err := ContainerProcess(pod, "etcd")
+	if err != nil {
+		return err
+	}
+	args, err := ProcessArgs(pid)
+	if err != nil {
+		return fmt.Errorf("failed to read the command line of %d: %w", pid, err)
+	}
+	if !isEtcdOf(args, podName) {
+		return fmt.Errorf("process %d of pod %s/%s is not etcd serving %s: %q", pid, ns, podName, podName, args)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("failed to SIGKILL etcd (pid %d) of %s/%s: %w", pid, ns, podName, err)
+	}
+	return WaitFor(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		n, _, err := e.etcdContainer(ctx, ns, podName)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && n > before, err
+	})
+}

@@ -1,0 +1,105 @@
+//go:build integration
+
+package framework
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPartitionInANetworkNamespace builds two network namespaces joined by
+// a veth pair, none of it in the host's, and partitions one: pings across
+// stop both ways while loopback still answers; the drop lifts by itself at
+// its end; and HealPartition leaves no chain behind.
+func TestPartitionInANetworkNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test enters network namespaces and needs root, as the local cluster does")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, b := sandbox(t), sandbox(t)
+	run := func(pid int, args ...string) string {
+		t.Helper()
+		out, err := nsenter(ctx, pid, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	run(a, "ip", "link", "add", "qlcpa", "type", "veth", "peer", "name", "qlcpb", "netns", strconv.Itoa(b))
+	for pid, addr := range map[int]string{a: "10.254.254.1/30", b: "10.254.254.2/30"} {
+		link := map[int]string{a: "qlcpa", b: "qlcpb"}[pid]
+		run(pid, "ip", "addr", "add", addr, "dev", link)
+		run(pid, "ip", "link", "set", link, "up")
+		run(pid, "ip", "link", "set", "lo", "up")
+	}
+	ping := func(from int, to string) bool {
+		_, err := nsenter(ctx, from, "busybox", "ping", "-c", "1", "-W", "1", to)
+		return err == nil
+	}
+	if !ping(b, "10.254.254.1") || !ping(a, "10.254.254.2") {
+		t.Fatal("the namespaces do not reach each other before the partition")
+	}
+
+	if err := partitionNetns(ctx, a, time.Now().Add(4*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if ping(b, "10.254.254.1") || ping(a, "10.254.254.2") {
+		t.Fatal("a ping crossed the partition")
+	}
+	if !ping(a, "127.0.0.1") {
+		t.Fatal("loopback is cut off inside the partition")
+	}
+	if err := WaitFor(ctx, 15*time.Second, 500*time.Millisecond, func(context.Context) (bool, error) {
+		return ping(b, "10.254.254.1"), nil
+	}); err != nil {
+		t.Fatalf("the partition did not lift by itself at its end: %v", err)
+	}
+
+	if err := partitionNetns(ctx, a, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ping(b, "10.254.254.1") {
+		t.Fatal("a ping crossed the second partition")
+	}
+	if err := healNetns(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if !ping(b, "10.254.254.1") {
+		t.Fatal("the namespaces do not reach each other after the heal")
+	}
+	if rules := run(a, "iptables", "-w", "-S"); strings.Contains(rules, PartitionChain) {
+		t.Fatalf("the chain is left after the heal:\n%s", rules)
+	}
+	if err := healNetns(ctx, a); err != nil {
+		t.Fatalf("healing a healed namespace: %v", err)
+	}
+}
+
+// sandbox starts a process in a network namespace of its own and returns its
+// PID; the namespace, and the veth in it, go when the test kills it.
+func sandbox(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("unshare", "--net", "--", "sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("failed to start a process in a network namespace of its own: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	host, _ := os.Readlink("/proc/self/ns/net")
+	pid := cmd.Process.Pid
+	if err := WaitFor(context.Background(), 5*time.Second, 20*time.Millisecond, func(context.Context) (bool, error) {
+		ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+		return err == nil && ns != host, nil
+	}); err != nil {
+		t.Fatalf("process %d never entered a network namespace of its own: %v", pid, err)
+	}
+	return pid
+}
