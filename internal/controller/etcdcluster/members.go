@@ -230,6 +230,20 @@ func (s *scope) startedLearner() (etcd.Member, bool) {
 	return etcd.Member{}, false
 }
 
+// unstartedMember is another member that etcd lists but that has not
+// started yet: etcd names a member only once it has joined.
+func (s *scope) unstartedMember(m *v1alpha1.EtcdMember) *v1alpha1.EtcdMember {
+	for _, o := range s.members {
+		if o.Name == m.Name {
+			continue
+		}
+		if em, listed := s.inEtcd(o); listed && em.Name == "" {
+			return o
+		}
+	}
+	return nil
+}
+
 // pendingReplacement is a replacement not yet added to etcd.
 func (s *scope) pendingReplacement() *v1alpha1.EtcdMember {
 	for _, m := range s.members {
@@ -263,6 +277,23 @@ func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.Etcd
 	if x := m.Spec.Replaces; x != "" && isDeleting(s.deleting, x) {
 		s.setProgress(v1alpha1.ReplacingMemberReason, "waiting for %s to leave etcd before its replacement %s joins", x, m.Name)
 		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
+	}
+	if u := s.unstartedMember(m); u != nil {
+		// etcd checks a joining member's --initial-cluster against the
+		// member list it finds at its first start, and refuses it if a
+		// member was added since: so the next add waits for that start.
+		// A replacement must not wait on a learner that may never start
+		// (one that cannot be scheduled); such a learner yields to it.
+		if m.Spec.Replaces != "" && s.holdsNothing(u) && !u.Spec.Bootstrap {
+			r.event(s.cluster, corev1.EventTypeNormal, "LearnerYielded", "RemoveMember",
+				"Removing learner %s, which never started, so that %s can join", u.Name, m.Name)
+			if err := r.Delete(ctx, u); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to delete EtcdMember %s: %w", u.Name, err)
+			}
+			return ctrl.Result{}, nil
+		}
+		s.setProgress(v1alpha1.ScalingUpReason, "waiting for learner %s to start before adding %s", u.Name, m.Name)
+		return ctrl.Result{RequeueAfter: requeueLearnerSync}, nil
 	}
 	if notReady := r.notReadyMembers(s, m.Name); len(notReady) > 0 {
 		s.setProgress(v1alpha1.ScalingUpReason, "waiting for %s before adding %s", strings.Join(notReady, ", "), m.Name)

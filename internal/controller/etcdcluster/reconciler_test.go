@@ -92,7 +92,16 @@ func TestScaleUp_LearnersJoinSideBySideFromEtcd36(t *testing.T) {
 	h.etcd.SetMaxLearners(2)
 	h.reconcile()
 	h.reconcile()
-	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(2), "a second learner joins while the first catches up")
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1),
+		"etcd refuses a joining member whose --initial-cluster misses a member added since, so the next add waits for the first learner's start")
+	first := h.members()[1].Name
+	if first == "demo-a" {
+		first = h.members()[0].Name
+	}
+	h.startLearner(first)
+	h.reconcile()
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(2), "a second learner joins while the first, started, catches up")
 	h.g.Expect(h.members()).To(HaveLen(3))
 	h.reconcile()
 	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(2), "never more than the target")

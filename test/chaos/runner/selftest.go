@@ -56,9 +56,17 @@ func (r *run) selfTest(ctx context.Context, cluster string) (*chaos.SelfTestReco
 	key := fmt.Sprintf("chaos/%d/self-test", r.cfg.Seed)
 	put := func(value string) error {
 		op := linearizability.Op{ClientID: 0, Endpoint: ep(writer.Status.PodIP), Input: linearizability.Input{Kind: linearizability.KindPut, Key: key, Value: value}, Call: h.Now()}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if _, err := wcli.Put(cctx, key, value); err != nil {
+		// A write can time out while the cut-off member was the leader
+		// and the others elect another. Writing the same value again is
+		// one put that took effect somewhere between the first call and
+		// the last return, which is what the history records.
+		err := framework.WaitFor(ctx, time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := wcli.Put(cctx, key, value)
+			return err == nil, nil
+		})
+		if err != nil {
 			return fmt.Errorf("failed to write %s: %w", value, err)
 		}
 		op.Return = h.Now()
