@@ -37,11 +37,6 @@ func TestDrainWithinBudget(t *testing.T) {
 	nodes := env.Nodes(t, e2eNodes)
 	target := nodes[1].Name
 	h := newHealCluster(ctx, t, "drain", nil)
-	t.Cleanup(func() {
-		if r := env.Kubectl(context.Background(), "uncordon", target); r.Err != nil {
-			t.Errorf("uncordon %s: %v", target, r.Err)
-		}
-	})
 
 	pods, err := env.MemberPods(ctx, h.ns, h.name)
 	h.g.Expect(err).NotTo(HaveOccurred())
@@ -62,7 +57,7 @@ func TestDrainWithinBudget(t *testing.T) {
 	probe := startHealthProbe(probeCtx, h.ns, h.name, names(h.members(ctx)))
 
 	t.Logf("kubectl drain %s (member %s)", target, drained)
-	drain := env.Kubectl(ctx, "drain", target, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m")
+	drain := env.Drain(ctx, t, target)
 	t.Logf("kubectl drain:\n%s%s", drain.Stdout, drain.Stderr)
 	h.g.Expect(drain.Err).NotTo(HaveOccurred())
 	h.g.Expect(drain.Stdout).To(ContainSubstring("pod/" + drained + " evicted"))

@@ -308,7 +308,7 @@ func TestDrainEachNodeUnderAWriter(t *testing.T) {
 	}()
 	for _, n := range nodes {
 		t.Logf("draining %s", n.Name)
-		r := env.Kubectl(ctx, "drain", n.Name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m")
+		r := env.Drain(ctx, t, n.Name)
 		h.g.Expect(r.Err).NotTo(HaveOccurred(), "%s%s", r.Stdout, r.Stderr)
 		h.g.Expect(env.Kubectl(ctx, "uncordon", n.Name).Err).NotTo(HaveOccurred())
 		_, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, 5*time.Minute)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,11 +56,20 @@ func TestKubectlPlugin(t *testing.T) {
 
 	table, err := plugin("status", name, "-n", ns)
 	g.Expect(err).NotTo(HaveOccurred())
+	// The LEADER column by its header, not by "yes": UPDATED says yes too.
+	lines := strings.Split(table, "\n")
+	col := -1
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "NAME" {
+			col = slices.Index(f, "LEADER")
+		}
+	}
+	g.Expect(col).To(BeNumerically(">", 0), "a LEADER column in:\n%s", table)
 	leaders := 0
 	for _, m := range cl.Status.Members {
 		g.Expect(table).To(ContainSubstring(m.Name))
-		for _, line := range strings.Split(table, "\n") {
-			if strings.HasPrefix(line, m.Name+" ") && strings.Contains(line, " yes ") {
+		for _, line := range lines {
+			if f := strings.Fields(line); len(f) > col && f[0] == m.Name && f[col] == "yes" {
 				leaders++
 			}
 		}

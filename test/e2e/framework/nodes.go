@@ -135,3 +135,34 @@ func (e *Env) NodeVolumes(n localcluster.Node) ([]string, error) {
 	}
 	return names, nil
 }
+
+// Drain runs kubectl drain on a node, as an administrator would, and
+// uncordons it when the test ends, whatever happened. It first waits for the
+// node's Pods that no controller owns to finish: the local-path
+// provisioner's one-shot helper Pods, which drain refuses to evict without
+// --force, and which a test that deleted volumes moments before may leave.
+func (e *Env) Drain(ctx context.Context, t testing.TB, node string) KubectlResult {
+	t.Helper()
+	Serial(t)
+	t.Cleanup(func() {
+		if r := e.Kubectl(context.Background(), "uncordon", node); r.Err != nil {
+			t.Errorf("failed to uncordon %s after the test: %v", node, r.Err)
+		}
+	})
+	if err := WaitFor(ctx, 2*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := e.Clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			done := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+			if metav1.GetControllerOf(&p) == nil && p.Annotations[corev1.MirrorPodAnnotationKey] == "" && !done {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Logf("Pods without a controller are still on %s; drain may refuse them: %v", node, err)
+	}
+	return e.Kubectl(ctx, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m")
+}
