@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,8 +55,13 @@ func TestChartMonitoringObjects(t *testing.T) {
 		}
 	})
 	for _, kind := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
-		wait := env.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+kind+".monitoring.coreos.com")
-		g.Expect(wait.Err).NotTo(HaveOccurred())
+		// Polled, not kubectl wait: that fails at once on a CRD whose
+		// status has no conditions yet, moments after it is created.
+		crd := "crd/" + kind + ".monitoring.coreos.com"
+		g.Expect(framework.WaitFor(ctx, time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+			r := env.Kubectl(ctx, "get", crd, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+			return r.Err == nil && strings.TrimSpace(r.Stdout) == "True", nil
+		})).To(Succeed(), "%s is established", crd)
 	}
 
 	ns := env.CreateNamespace(t, "monitors")
