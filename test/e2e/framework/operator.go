@@ -49,16 +49,24 @@ func (e *Env) Client() (client.Client, error) {
 
 // CheckOperatorRunning fails unless the operator's Deployment is available.
 func (e *Env) CheckOperatorRunning(ctx context.Context) error {
-	pods, err := e.Clientset.CoreV1().Pods(OperatorNamespace()).List(ctx, metav1.ListOptions{LabelSelector: OperatorSelector})
-	if err != nil {
-		return err
-	}
-	for _, p := range pods.Items {
-		if PodReady(&p) {
-			return nil
+	// An earlier serial test may have drained the operator's node or
+	// restarted it moments ago; its Deployment brings a Pod back.
+	err := WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		pods, err := e.Clientset.CoreV1().Pods(OperatorNamespace()).List(ctx, metav1.ListOptions{LabelSelector: OperatorSelector})
+		if err != nil {
+			return false, err
 		}
+		for _, p := range pods.Items {
+			if PodReady(&p) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("no ready operator Pod in %s (install it with make deploy): %w", OperatorNamespace(), err)
 	}
-	return fmt.Errorf("no ready operator Pod in %s (install it with make deploy)", OperatorNamespace())
+	return nil
 }
 
 // WaitForClusterReady waits until the cluster's status describes its current
