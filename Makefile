@@ -102,7 +102,7 @@ check-large-files: ## Fail if a tracked file is over MAX_FILE_BYTES (1 MiB).
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster), with the race detector; then the state-space test, which is too slow under it and is built without it.
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run TestStateSpace ./internal/controller/etcdcluster/
 
 # Packages with tests that run real etcd processes on loopback; their logs and
@@ -120,14 +120,13 @@ test-lifecycle: $(LOCALCLUSTER) ## Up, node stop, down, up, down on 3 nodes: not
 	$(GO) test -tags lifecycle -count=1 -timeout 20m -v -run TestUpDownUpDown ./test/localcluster/
 
 .PHONY: test-e2e
-test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds cert-manager ## Bring a 3-node cluster up, install the chart (two replicas) into a namespace enforcing the restricted Pod Security level, install the cert-manager add-on, run the e2e suite, bring the cluster down.
+test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds ## Bring a 3-node cluster up, install the chart (two replicas) into a namespace enforcing the restricted Pod Security level, run the e2e suite, bring the cluster down.
 	$(LOCALCLUSTER) up --nodes $(E2E_NODES)
 	status=0; \
 	{ $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) create namespace $(RELEASE_NAMESPACE) && \
 	  $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) label namespace $(RELEASE_NAMESPACE) \
 	    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted && \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy HELM_ARGS="--values $(E2E_OPERATOR_VALUES)" && \
-	  $(LOCALCLUSTER) cert-manager && \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -parallel $(E2E_PARALLEL) -v ./test/e2e/...; } || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LOCALCLUSTER) status || true; \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(LOCAL_KUBECTL) logs -n $(RELEASE_NAMESPACE) -l app.kubernetes.io/name=etcd-operator --tail=200 || true; fi; \
@@ -254,10 +253,6 @@ monitoring-crds: ## Generate the Prometheus Operator's CRDs (PROMETHEUS_OPERATOR
 .PHONY: prometheus
 prometheus: $(LOCALCLUSTER) ## Build upstream prometheus and promtool (PROMETHEUS_VERSION, with Kubernetes discovery) once into the binary cache.
 	@$(LOCALCLUSTER) prometheus >/dev/null
-
-.PHONY: cert-manager
-cert-manager: $(LOCALCLUSTER) ## Build the cert-manager controller (CERT_MANAGER_VERSION, hack/tools/cert-manager) once into the binary cache; the e2e suite installs it.
-	@$(LOCALCLUSTER) cert-manager-build >/dev/null
 
 ##@ Build
 

@@ -16,7 +16,6 @@ const DefaultEtcdVersion = "3.6.16"
 // +kubebuilder:validation:XValidation:rule="!has(self.version) || !has(oldSelf.version) || (self.version.split('.')[0] == oldSelf.version.split('.')[0] && int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1 && int(oldSelf.version.split('.')[1]) - int(self.version.split('.')[1]) <= 1)",message="spec.version may change by one minor release at a time (3.5 to 3.6, then 3.6 to 3.7): etcd supports neither upgrades nor downgrades that skip a minor"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.replicas) && self.replicas == 0)",message="a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.disasterRecovery) && has(self.disasterRecovery.automatic) && self.disasterRecovery.automatic == 'FromSurvivor')",message="disasterRecovery.automatic FromSurvivor is not possible for a Memory cluster: a survivor's data does not outlive the restart recovery needs; use FromSnapshot"
-// +kubebuilder:validation:XValidation:rule="has(self.tls) || !has(oldSelf.tls)",message="spec.tls cannot be removed: turning TLS off on a running cluster is not supported (clients and members would lose each other); to serve plaintext clients beside TLS, set spec.tls.client.allowPlaintext"
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members. Use an odd number: 3 tolerates
@@ -65,17 +64,6 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
-
-	// TLS turns on TLS between members and on the client port; tls: {}
-	// means operator-managed certificates with mutual client TLS. Turning
-	// it on for a running cluster rolls the members one at a time with no
-	// outage; it cannot be turned off again.
-	// +optional
-	TLS *TLSSpec `json:"tls,omitempty"`
-
-	// Auth turns on etcd's authentication with a root user.
-	// +optional
-	Auth *AuthSpec `json:"auth,omitempty"`
 
 	MemberTemplate `json:",inline"`
 }
@@ -288,10 +276,6 @@ type EtcdClusterStatus struct {
 	// went through last until its EtcdRecovery is finished.
 	// +optional
 	Recovery *ClusterRecovery `json:"recovery,omitempty"`
-
-	// TLS is where the cluster's certificates and trust stand.
-	// +optional
-	TLS *TLSStatus `json:"tls,omitempty"`
 
 	// RestoredFrom is the snapshot the cluster was created from, once its
 	// source has been checked.

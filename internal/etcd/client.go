@@ -28,7 +28,6 @@ type client struct {
 	cli       *clientv3.Client
 	opts      options
 	endpoints []string
-	security  Security
 
 	closeOnce sync.Once
 	closeErr  error

@@ -99,7 +99,7 @@ func NewDialer(opts ...Option) Dialer {
 // each call has its own timeout and reports IsUnavailable, which is where a
 // reconciler can act on it. Probing here would either demand every endpoint
 // (wrong during a partial outage) or any endpoint (the first call does that).
-func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error) {
+func (d *dialer) Dial(ctx context.Context, endpoints []string) (Client, error) {
 	if len(endpoints) == 0 {
 		return nil, &CallError{Op: OpDial, Err: errors.New("no endpoints given")}
 	}
@@ -118,7 +118,6 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOptio
 		return nil, &CallError{Op: OpDial, Err: context.DeadlineExceeded}
 	}
 	eps := slices.Clone(endpoints)
-	sec := ResolveSecurity(Security{TLS: d.opts.tls, Username: d.opts.username, Password: d.opts.password}, opts...)
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   eps,
 		DialTimeout: timeout,
@@ -126,17 +125,13 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOptio
 		// the reconciler decides whom it talks to, and a half-added member
 		// must not become a target behind its back.
 		AutoSyncInterval: 0,
-		// clientv3 picks the credentials of a balanced connection by the
-		// first endpoint's scheme; single-endpoint calls pick them by their
-		// own, so http and https members can be asked one by one while a
-		// cluster turns to TLS.
-		TLS:      sec.TLS,
-		Username: sec.Username,
-		Password: sec.Password,
-		Logger:   d.opts.logger,
+		TLS:              d.opts.tls,
+		Username:         d.opts.username,
+		Password:         d.opts.password,
+		Logger:           d.opts.logger,
 	})
 	if err != nil {
 		return nil, &CallError{Op: OpDial, Err: err}
 	}
-	return &client{cli: cli, opts: d.opts, endpoints: eps, security: sec}, nil
+	return &client{cli: cli, opts: d.opts, endpoints: eps}, nil
 }

@@ -28,13 +28,6 @@ const (
 	OpDefragment         = "Defragment"
 	OpCompact            = "Compact"
 	OpMoveLeader         = "MoveLeader"
-	OpMemberUpdate       = "MemberUpdate"
-	OpAuthStatus         = "AuthStatus"
-	OpEnableAuth         = "EnableAuth"
-	OpDisableAuth        = "DisableAuth"
-	OpCheckPassword      = "CheckPassword"
-	OpChangePassword     = "ChangePassword"
-	OpServedCertificate  = "ServedCertificate"
 	OpAdvanceLog         = "AdvanceLog"
 	OpSnapshot           = "Snapshot"
 )
@@ -207,11 +200,10 @@ func IsAuthRequired(err error) bool {
 	return ok && code == codes.Unauthenticated
 }
 
-// IsAuthFailed: the identity was rejected (wrong user or password, or a
-// client certificate whose common name is no etcd user) or lacks the
-// permission (membership changes need the root role).
+// IsAuthFailed: the identity was rejected (wrong user or password) or lacks
+// the permission (membership changes need the root role).
 func IsAuthFailed(err error) bool {
-	if isEtcdErr(err, rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied, rpctypes.ErrUserNotFound) {
+	if isEtcdErr(err, rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied) {
 		return true
 	}
 	code, ok := grpcCode(err)

@@ -176,8 +176,6 @@ type Client interface {
 	Snapshot(ctx context.Context, endpoint string) (*SnapshotStream, error)
 	Endpoints() []string
 	Close() error
-
-	SecurityClient
 }
 
 // SnapshotStream is a snapshot being received. Read errors are
@@ -189,10 +187,7 @@ type SnapshotStream struct {
 	StorageVersion func() string
 }
 
-// Dialer creates Clients. Controllers get one injected so tests can use the
-// fake. Options carry what a dial to one cluster needs: its TLS and etcd
-// credentials (see WithClientTLS and WithPassword); a Dialer's own options
-// are the defaults.
+// Dialer creates Clients. Controllers get one injected so tests can use the fake.
 type Dialer interface {
-	Dial(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error)
+	Dial(ctx context.Context, endpoints []string) (Client, error)
 }

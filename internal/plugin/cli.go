@@ -35,7 +35,6 @@ type App struct {
 
 type options struct {
 	kube     KubeFlags
-	tls      TLSFlags
 	output   string
 	revision int64
 	to       string
@@ -194,13 +193,6 @@ var commands = []command{
 		},
 	},
 	{
-		name: "rotate-ca", args: "CLUSTER", min: 1, max: 1,
-		summary: "Ask the operator for new operator-managed CAs: members trust old and new,\nswitch their certificates, then drop the old CA, one member at a time.",
-		run: func(ctx context.Context, env *Env, w io.Writer, _ *options, args []string) error {
-			return runRotateCA(ctx, env, w, args[0])
-		},
-	},
-	{
 		name: "move-leader", args: "CLUSTER --to MEMBER", min: 1, max: 1,
 		summary: "Hand the leadership to MEMBER, given by name or hex ID.",
 		flags: func(fs *flag.FlagSet, o *options) {
@@ -214,9 +206,6 @@ var commands = []command{
 }
 
 func globalFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.tls.CACert, "cacert", "", "")
-	fs.StringVar(&o.tls.Cert, "cert", "", "")
-	fs.StringVar(&o.tls.Key, "key", "", "")
 	fs.StringVar(&o.kube.Kubeconfig, "kubeconfig", "", "")
 	fs.StringVar(&o.kube.Context, "context", "", "")
 	fs.StringVar(&o.kube.Namespace, "n", "", "")
@@ -227,9 +216,6 @@ const globalHelp = `Global flags:
   --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
   --context NAME        kubeconfig context (default: the current context)
   -n, --namespace NAME  namespace of the EtcdCluster (default: the context's)
-  --cacert, --cert, --key FILE
-                        your own client certificate for a TLS cluster (default:
-                        one the operator issues on request, or <cluster>-admin-client)
 `
 
 func newFlagSet(name string) *flag.FlagSet {
@@ -273,7 +259,6 @@ func (a *App) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	env.TLS = o.tls
 	return cmd.run(ctx, env, a.Out, o, rest)
 }
 

@@ -59,9 +59,7 @@ func newHealCluster(ctx context.Context, t *testing.T, prefix string, mutate fun
 	g.Expect(err).NotTo(HaveOccurred())
 	svc, err := env.ClientServiceEndpoint(ctx, h.ns, h.name)
 	g.Expect(err).NotTo(HaveOccurred())
-	// Over TLS when the cluster starts with it, with a certificate the
-	// operator issues on request.
-	cli, err := framework.ClusterClient(ctx, c, h.ns, h.name, svc)
+	cli, err := framework.EtcdClient(svc)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cli.Close()
 	_, err = cli.Put(ctx, sentinelKey, sentinelValue)
@@ -128,7 +126,7 @@ func (h *healHarness) expectSentinelEverywhere(ctx context.Context) {
 	h.g.Expect(err).NotTo(HaveOccurred())
 	h.g.Expect(eps).To(HaveLen(3))
 	for _, ep := range eps {
-		cli, err := framework.ClusterClient(ctx, h.c, h.ns, h.name, ep)
+		cli, err := framework.EtcdClient(ep)
 		h.g.Expect(err).NotTo(HaveOccurred())
 		for _, opts := range [][]clientv3.OpOption{nil, {clientv3.WithSerializable()}} {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -24,9 +24,6 @@ type SaveArgs struct {
 	// ClusterID (hex) is the cluster the members must belong to; empty
 	// accepts any.
 	ClusterID string
-	// EtcdTLS reaches https endpoints; root's password, when needed, is in
-	// the environment (EnvEtcdPassword).
-	EtcdTLS EtcdTLSArgs
 }
 
 // Args renders the command line, without the program name.
@@ -38,7 +35,6 @@ func (a SaveArgs) Args() []string {
 	if a.ClusterID != "" {
 		out = append(out, "--cluster-id="+a.ClusterID)
 	}
-	out = append(out, a.EtcdTLS.flags()...)
 	return append(out, a.flags()...)
 }
 
@@ -51,7 +47,6 @@ func parseSave(args []string, env Env) (SaveArgs, string, error) {
 	fs.StringVar(&a.Snapshot, "snapshot", "", "the EtcdSnapshot")
 	fs.StringVar(&endpoints, "endpoints", "", "comma separated client URLs of the members")
 	fs.StringVar(&a.ClusterID, "cluster-id", "", "the etcd cluster ID (hex) the members must report")
-	etcdTLSFlags(fs, &a.EtcdTLS)
 	decode := storageFlags(fs, &a.StorageArgs)
 	logPath := terminationFlag(fs)
 	err := parse(fs, args, decode, func() error {
@@ -80,11 +75,7 @@ func runSave(ctx context.Context, args []string, env Env) (backup.Result, string
 	if err != nil {
 		return backup.ResultOf(err), logPath
 	}
-	dial, err := a.EtcdTLS.dialOptions(env)
-	if err != nil {
-		return backup.ResultOf(err), logPath
-	}
-	meta, err := Save(ctx, st, dialer, a, env.Stdout, dial...)
+	meta, err := Save(ctx, st, dialer, a, env.Stdout)
 	res := backup.ResultOf(err)
 	res.Metadata = meta
 	return res, logPath
@@ -94,9 +85,8 @@ func runSave(ctx context.Context, args []string, env Env) (backup.Result, string
 // or a missing bucket fail before etcd is asked for anything, picks a
 // member, streams its snapshot into the store while checking etcd's
 // SHA-256, commits it only if that matched, and then writes the metadata
-// object, the marker of a good snapshot. dial carries the cluster's TLS and
-// credentials.
-func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io.Writer, dial ...etcd.DialOption) (*backup.Metadata, error) {
+// object, the marker of a good snapshot.
+func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io.Writer) (*backup.Metadata, error) {
 	for _, key := range []string{a.Key, backup.MetadataKey(a.Key)} {
 		_, err := st.Stat(ctx, key)
 		switch {
@@ -114,7 +104,7 @@ func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io
 		}
 		want = id
 	}
-	c, err := d.Dial(ctx, a.Endpoints, dial...)
+	c, err := d.Dial(ctx, a.Endpoints)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,6 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
-	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 )
 
 const (
@@ -33,9 +32,8 @@ const (
 	// ManagerPath is the manager binary in the operator image.
 	ManagerPath = "/manager"
 
-	pvcVolume        = "snapshots"
-	caVolume         = "s3-ca"
-	etcdClientVolume = "etcd-client"
+	pvcVolume = "snapshots"
+	caVolume  = "s3-ca"
 
 	nonRootID int64 = 65532
 
@@ -226,14 +224,12 @@ func jobLabels(cluster, kind string, extra map[string]string) map[string]string 
 // Snapshot is the Job that takes snapshot s of its cluster. The Job itself
 // carries the cluster label, so the operator's cache (which keeps only
 // labelled objects) sees it; its Pod does not, so that no Service or
-// PodDisruptionBudget of the cluster ever selects it. shape says how the
-// members are reached (see etcdAccess); endpoints carry its scheme.
-func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, endpoints []string, key, image string) *batchv1.Job {
+// PodDisruptionBudget of the cluster ever selects it.
+func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, endpoints []string, key, image string) *batchv1.Job {
 	a := agent.SaveArgs{
 		Namespace: s.Namespace, Cluster: c.Name, Snapshot: s.Name, Endpoints: endpoints, ClusterID: c.Status.ClusterID,
 		StorageArgs: agent.StorageArgs{Destination: s.Spec.Destination, Key: key},
 	}
-	vols, mounts, env := etcdAccess(c, shape, &a.EtcdTLS)
 	p := jobParams{
 		name: SnapshotJobName(c.Name), namespace: s.Namespace, owner: ownerRef("EtcdSnapshot", s.Name, s),
 		labels: jobLabels(c.Name, v1alpha1.JobKindSnapshot, map[string]string{v1alpha1.SnapshotLabel: s.Name}),
@@ -241,54 +237,9 @@ func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, shape etcdacces
 	}
 	// Volumes fill in the mount paths, so the arguments are rendered after.
 	job := build(p)
-	spec := &job.Spec.Template.Spec
-	spec.Volumes = append(spec.Volumes, vols...)
-	spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, mounts...)
-	spec.Containers[0].Env = append(spec.Containers[0].Env, env...)
-	spec.Containers[0].Args = a.Args()
+	job.Spec.Template.Spec.Containers[0].Args = a.Args()
 	job.Labels[v1alpha1.ClusterLabel] = c.Name
 	return job
-}
-
-// etcdAccess gives the snapshot Pod what the operator itself dials the
-// cluster with. Once every member serves TLS on its client port, the
-// operator's client certificate (common name root) and the client trust
-// bundle, from the Secret the operator keeps and renews; etcd allows a
-// snapshot to root only, and this certificate is root wherever members
-// check client certificates. Where they do not and authentication is on,
-// root's password, from the cluster's root Secret into the environment.
-//
-// The certificate Secret is not optional: without it the operator cannot
-// reach a mutual-TLS cluster either, and the Pod waiting for it is reported
-// as stuck. The password is optional to the kubelet so that the agent names
-// the missing Secret.
-func etcdAccess(c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, a *agent.EtcdTLSArgs) ([]corev1.Volume, []corev1.VolumeMount, []corev1.EnvVar) {
-	var vols []corev1.Volume
-	var mounts []corev1.VolumeMount
-	var env []corev1.EnvVar
-	if shape.HTTPS {
-		vols = append(vols, corev1.Volume{Name: etcdClientVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName:  v1alpha1.OperatorClientSecretName(c.Name),
-			DefaultMode: ptr.To(int32(0o440)),
-		}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: etcdClientVolume, MountPath: agent.DefaultEtcdTLSDir, ReadOnly: true})
-		a.InDir(agent.DefaultEtcdTLSDir)
-	}
-	if shape.Auth && (!shape.HTTPS || !shape.Mutual) {
-		name := etcdaccess.RootSecretName(c)
-		// While authentication is being turned off the password may still
-		// be needed, but its Secret may be gone: it is required only while
-		// authentication is asked for.
-		if c.Spec.Auth != nil && c.Spec.Auth.Enabled {
-			a.PasswordFrom = c.Namespace + "/" + name
-		}
-		env = append(env, corev1.EnvVar{Name: agent.EnvEtcdPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: name},
-			Key:                  etcdaccess.PasswordKey,
-			Optional:             ptr.To(true),
-		}}})
-	}
-	return vols, mounts, env
 }
 
 // Prune is the Job that deletes snapshot s's objects.

@@ -34,10 +34,7 @@ func TemplateHash(m *v1alpha1.EtcdMember) string {
 		Template  v1alpha1.MemberTemplate `json:"template"`
 		PeerURL   string                  `json:"peerURL,omitempty"`
 		ClientURL string                  `json:"clientURL,omitempty"`
-		// omitempty keeps the hash of a member without TLS what it was
-		// before TLS existed, so an operator upgrade restarts nothing.
-		TLS *v1alpha1.MemberTLS `json:"tls,omitempty"`
-	}{m.Spec.MemberTemplate, m.Spec.PeerURL, m.Spec.ClientURL, m.Spec.TLS}
+	}{m.Spec.MemberTemplate, m.Spec.PeerURL, m.Spec.ClientURL}
 	data, err := json.Marshal(shape)
 	if err != nil {
 		// The spec is plain data and always marshals.

@@ -69,9 +69,6 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;create;patch
 
 // Reconcile only orchestrates: fetch, observe, run the phases, and write
 // status once at the end. Every phase runs on every pass; a failed one is
@@ -118,12 +115,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 	result = runPhases(ctx, s, []phase{
 		r.latchTarget,
-		r.reconcileTLS,
 		r.reconcileServices,
 		r.syncMemberStatus,
 		r.reconcilePDB,
 		r.observeMaintenance,
-		r.reconcileAuth,
 		r.reconcileMembership,
 	})
 	return soonest(result, untilDeadline(s)), nil
@@ -193,13 +188,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.maintDone = make(chan event.GenericEvent, maintDoneBuffer)
 	return ctrl.NewControllerManagedBy(mgr).
-		// The rotate-ca annotation is a request too, not only the spec.
-		For(&v1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		For(&v1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.maintDone, &handler.EnqueueRequestForObject{})).
 		Owns(&v1alpha1.EtcdMember{}).
 		Owns(&corev1.Service{}).
-		Owns(&corev1.Secret{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).

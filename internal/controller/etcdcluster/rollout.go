@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
-	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/rollout"
@@ -22,7 +21,7 @@ import (
 
 // outdated: the member's template differs from the target.
 func (s *scope) outdated(m *v1alpha1.EtcdMember) bool {
-	return !equality.Semantic.DeepEqual(m.Spec.MemberTemplate, s.cluster.Status.Observed.MemberTemplate) || s.tlsOutdated(m)
+	return !equality.Semantic.DeepEqual(m.Spec.MemberTemplate, s.cluster.Status.Observed.MemberTemplate)
 }
 
 // healthyMember: ready, answering, and following the quorum's leader.
@@ -32,11 +31,6 @@ func (s *scope) healthyMember(m *v1alpha1.EtcdMember) bool {
 		return false
 	}
 	h := s.etcd.health[em.ID]
-	// A Pod not yet re-created from the member's spec is still the old
-	// one: the member has not restarted into its new template yet.
-	if p := s.pods[m.Name]; p != nil && pod.Outdated(m, p.Annotations) {
-		return false
-	}
 	return h.ok() && h.status.LeaderID == s.quorumView().LeaderID
 }
 
@@ -165,9 +159,6 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 		}
 		patch := client.MergeFrom(m.DeepCopy())
 		m.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
-		if err := r.applyMemberTLS(ctx, s, m); err != nil {
-			return ctrl.Result{}, true, err
-		}
 		if err := r.Patch(ctx, m, patch); err != nil {
 			return ctrl.Result{}, true, fmt.Errorf("failed to update the template of EtcdMember %s: %w", m.Name, err)
 		}

@@ -255,9 +255,6 @@ func phaseFailure(s *scope) (string, string, bool) {
 		if errors.As(err, &notOwned) {
 			return v1alpha1.ObjectNotOwnedReason, fmt.Sprintf("%v; delete or rename it so the operator can create its own", notOwned), true
 		}
-		if reason, msg, ok := securityFailure(err); ok {
-			return reason, msg, true
-		}
 	}
 	if len(s.phaseErrs) > 0 {
 		return v1alpha1.ReconcileErrorReason, s.phaseErrs[0].Error(), true
@@ -301,7 +298,6 @@ func stalledBy(s *scope) string {
 var stalls = map[string]bool{
 	v1alpha1.ObjectNotOwnedReason: true, v1alpha1.VersionChangeRefusedReason: true, v1alpha1.RolloutFailedReason: true,
 	v1alpha1.NoSpaceOverQuotaReason: true, v1alpha1.NoSpaceRecoveryDisabledReason: true, v1alpha1.CorruptAlarmReason: true,
-	v1alpha1.TLSSourceInvalidReason: true, v1alpha1.AuthFailedReason: true, v1alpha1.AuthSecretInvalidReason: true,
 }
 
 // stalledMessage says what the target is and what it is stuck on.

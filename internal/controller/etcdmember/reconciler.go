@@ -19,7 +19,6 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/component/pvc"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
-	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 )
 
 // EventRecorder is the part of the events API the controller uses.
@@ -30,9 +29,6 @@ type EventRecorder interface {
 // Reconciler reconciles EtcdMember objects.
 type Reconciler struct {
 	client.Client
-	// APIReader reads the user's root password Secret, which the
-	// label-filtered cache cannot see.
-	APIReader       client.Reader
 	Recorder        EventRecorder
 	Dialer          etcd.Dialer
 	ClusterDomain   string
@@ -51,7 +47,6 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile makes one member real and reports on it.
@@ -105,17 +100,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if current == nil {
-		// A Pod whose certificates or trust bundle do not exist yet would
-		// sit in ContainerCreating and retry its mounts on the kubelet's
-		// backoff; the cluster controller creates them within a pass.
-		if missing, err := r.missingTLSMaterial(ctx, m); err != nil || missing != "" {
-			if missing != "" {
-				ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the member's TLS material", "missing", missing)
-			}
-			return ctrl.Result{RequeueAfter: requeueTLSMaterial}, err
-		}
-	}
 	if m.LostPod(current) {
 		// tmpfs went with the Pod: a new Pod would start with nothing under
 		// the old member ID. The cluster controller replaces the member.
@@ -148,7 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if podReady(p) && (m.Status.Version == "" || m.Status.PodUID != p.UID) {
-		obs.version = r.observeVersion(ctx, cluster, m)
+		obs.version = r.observeVersion(ctx, m)
 	}
 	return ctrl.Result{}, nil
 }
@@ -221,13 +205,9 @@ func (r *Reconciler) deletePod(ctx context.Context, m *v1alpha1.EtcdMember) erro
 
 // observeVersion asks the member itself which etcd it runs. Best effort: a
 // failure leaves the version unknown until the next pass.
-func (r *Reconciler) observeVersion(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember) string {
-	access, err := etcdaccess.For(ctx, r.Client, r.reader(), cluster, []*v1alpha1.EtcdMember{m})
-	if err != nil {
-		return ""
-	}
-	ep := access.URL(m.OwnClientURL(v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)))
-	c, err := r.Dialer.Dial(ctx, []string{ep}, access.Options...)
+func (r *Reconciler) observeVersion(ctx context.Context, m *v1alpha1.EtcdMember) string {
+	ep := v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)
+	c, err := r.Dialer.Dial(ctx, []string{ep})
 	if err != nil {
 		return ""
 	}
@@ -262,7 +242,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.Secret{}).
 		Named("etcdmember").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)

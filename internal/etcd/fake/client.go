@@ -25,15 +25,13 @@ type Client struct {
 	// member's client URLs.
 	endpoints []string
 	closed    bool
-	security  etcd.Security
 }
 
 // Dial records the endpoints and returns a Client bound to them. It does
 // not check reachability, just as the real Dial does not.
-func (f *Fake) Dial(ctx context.Context, endpoints []string, opts ...etcd.DialOption) (etcd.Client, error) {
+func (f *Fake) Dial(ctx context.Context, endpoints []string) (etcd.Client, error) {
 	eps := slices.Clone(endpoints)
-	sec := etcd.ResolveSecurity(etcd.Security{}, opts...)
-	if err := f.begin(ctx, nil, Call{Op: etcd.OpDial, Endpoints: eps, Security: sec}); err != nil {
+	if err := f.begin(ctx, nil, Call{Op: etcd.OpDial, Endpoints: eps}); err != nil {
 		return nil, fail(etcd.OpDial, "", err)
 	}
 	if len(eps) == 0 {
@@ -41,12 +39,9 @@ func (f *Fake) Dial(ctx context.Context, endpoints []string, opts ...etcd.DialOp
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.dialAuthErr(sec); err != nil {
-		return nil, fail(etcd.OpDial, "", err)
-	}
 	f.Dialed = append(f.Dialed, slices.Clone(eps))
 	f.open++
-	return &Client{f: f, endpoints: eps, security: sec}, nil
+	return &Client{f: f, endpoints: eps}, nil
 }
 
 // begin records the call and applies scripted failures. It runs hooks
@@ -61,10 +56,6 @@ func (f *Fake) begin(ctx context.Context, c *Client, call Call) error {
 	if c != nil && c.closed {
 		f.mu.Unlock()
 		return context.Canceled
-	}
-	if err := c.authErr(call); err != nil {
-		f.mu.Unlock()
-		return err
 	}
 	var injected error
 	if q := f.failNext[call.Op]; len(q) > 0 {

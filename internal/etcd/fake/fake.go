@@ -39,9 +39,6 @@ type Call struct {
 	PeerURLs []string
 	Revision int64
 	Alarm    etcd.Alarm
-	// Security is what a Dial was given; other calls carry their
-	// client's.
-	Security etcd.Security
 }
 
 // Hook is consulted on every call of the operation it is set for, before
@@ -56,10 +53,7 @@ var knownOps = map[string]bool{
 	etcd.OpMemberPromote: true, etcd.OpMemberRemove: true, etcd.OpStatus: true,
 	etcd.OpMemberListAt: true, etcd.OpHealth: true, etcd.OpAlarmList: true,
 	etcd.OpAlarmDisarm: true, etcd.OpDefragment: true, etcd.OpCompact: true,
-	etcd.OpMoveLeader: true, etcd.OpMemberUpdate: true, etcd.OpAuthStatus: true,
-	etcd.OpEnableAuth: true, etcd.OpDisableAuth: true, etcd.OpCheckPassword: true,
-	etcd.OpChangePassword: true, etcd.OpServedCertificate: true,
-	etcd.OpAdvanceLog: true, etcd.OpSnapshot: true,
+	etcd.OpMoveLeader: true, etcd.OpAdvanceLog: true, etcd.OpSnapshot: true,
 }
 
 // Fake is the cluster model. The exported fields record what the code under
@@ -85,7 +79,6 @@ type Fake struct {
 	hooks       map[string]Hook
 	seq         uint64
 	open        int
-	sec         securityModel
 	// snapshot is the stream Snapshot sends; nil sends ValidSnapshot(2).
 	snapshot []byte
 

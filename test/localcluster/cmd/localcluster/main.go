@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/quorumctl/etcd-operator/test/localcluster"
@@ -31,8 +30,6 @@ commands:
   prepare   install packages, build binaries and images; start nothing
   envtest-assets  print a directory with kube-apiserver, etcd and kubectl for envtest
   prometheus      print a directory with prometheus and promtool (with Kubernetes discovery), building them once
-  cert-manager-build  print a directory with the cert-manager controller, building it once
-  cert-manager    install cert-manager (controller, CRDs) into the running cluster
   leftovers list anything of the cluster still on the machine; exits non-zero if any
 `
 
@@ -96,19 +93,6 @@ func run(cmd, repoRoot string, nodes int, purge bool, args []string) error {
 		}
 		fmt.Println(dir)
 		return nil
-	case "cert-manager-build":
-		dir, err := layout.CertManagerBinary(context.Background(), localcluster.NewProgress(os.Stderr))
-		if err != nil {
-			return err
-		}
-		fmt.Println(dir)
-		return nil
-	case "cert-manager":
-		cfg, err := clientcmd.BuildConfigFromFlags("", layout.Kubeconfig())
-		if err != nil {
-			return err
-		}
-		return layout.InstallCertManager(context.Background(), progress, cfg)
 	case "prepare":
 		// Everything up does before starting anything: packages, binaries
 		// and image tarballs. Used to time a cold start without a second
