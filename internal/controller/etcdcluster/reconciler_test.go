@@ -94,9 +94,11 @@ func TestScaleUp_LearnersJoinSideBySideFromEtcd36(t *testing.T) {
 	h.reconcile()
 	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1),
 		"etcd refuses a joining member whose --initial-cluster misses a member added since, so the next add waits for the first learner's start")
-	first := h.members()[1].Name
-	if first == "demo-a" {
-		first = h.members()[0].Name
+	first := ""
+	for _, m := range h.members() {
+		if m.Spec.PeerURL == h.etcd.AddedLearners[0][0] {
+			first = m.Name
+		}
 	}
 	h.startLearner(first)
 	h.reconcile()

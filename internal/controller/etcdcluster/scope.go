@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/recovery"
@@ -450,6 +451,14 @@ func (s *scope) podReady(name string) bool {
 	p := s.pods[name]
 	if p == nil || !p.DeletionTimestamp.IsZero() {
 		return false
+	}
+	// A Pod built from an older spec of its member is on its way out: the
+	// member controller deletes it, but may not have yet. Counting it
+	// ready would let a rollout restart the next member at once.
+	for _, m := range s.members {
+		if m.Name == name && pod.Outdated(m, p.Annotations) {
+			return false
+		}
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
