@@ -264,6 +264,77 @@ func TestMaintenance_RecoversFromNoSpaceByItself(t *testing.T) {
 	m.g.Expect(recovered[0].Note).To(ContainSubstring("the cluster takes writes again"))
 }
 
+// TestMaintenance_NoSpaceWithLiveDataOverTheQuota fills a cluster with live
+// keys only: the operator cannot make room without deleting, which it never
+// does. The condition must name the remedy; raising the quota then brings
+// the cluster back.
+func TestMaintenance_NoSpaceWithLiveDataOverTheQuota(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	m := newMaintained(ctx, t, "overquota", v1alpha1.EtcdClusterSpec{MemberTemplate: v1alpha1.MemberTemplate{
+		Options: &v1alpha1.EtcdOptions{QuotaBackendBytes: ptr.To[int64](64 << 20)}}})
+	eps := m.endpoints(ctx)
+	cli, err := etcdload.Dial(eps...)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	defer cli.Close()
+	// A real member's file holds free pages beside the live keys, which
+	// the first recovery's defragmentation may give back, and rightly
+	// disarms: so fill again, live keys only, until nothing is left to
+	// give back and the live data alone fills the quota.
+	var sets []etcdload.Set
+	for round := 0; ; round++ {
+		m.g.Expect(round).To(BeNumerically("<", 4), "live data still fits the quota after %d fills", round)
+		live, err := etcdload.Fill(ctx, cli, fmt.Sprintf("fill-%d", round), 64<<10, 0)
+		m.g.Expect(err).NotTo(HaveOccurred())
+		sets = append(sets, live)
+		overQuota := false
+		m.g.Eventually(func() bool {
+			if m.condition(ctx, v1alpha1.MaintenanceCondition).Reason == v1alpha1.NoSpaceOverQuotaReason {
+				overQuota = true
+				return true
+			}
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := cli.Put(pctx, "writable-probe", "x")
+			return err == nil
+		}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(BeTrue())
+		if overQuota {
+			break
+		}
+		t.Logf("fill %d: the recovery made room, filling again", round)
+	}
+	c := m.condition(ctx, v1alpha1.MaintenanceCondition)
+	m.g.Expect(c.Message).To(ContainSubstring("the operator deletes nothing"))
+	m.g.Expect(c.Message).To(ContainSubstring("Raise spec.options.quotaBackendBytes, or grow spec.storage.size"))
+	m.g.Expect(m.condition(ctx, v1alpha1.StalledCondition).Status).To(Equal(metav1.ConditionTrue))
+	m.g.Expect(m.condition(ctx, v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.NoSpaceOverQuotaReason))
+	m.g.Expect(m.events(ctx, "NoSpace")).NotTo(BeEmpty())
+	_, err = cli.Put(ctx, "still-refused", "x")
+	m.g.Expect(etcd.IsNoSpace(err)).To(BeTrue(), "the alarm stays: disarming would only have it raised again (%v)", err)
+	for _, live := range sets {
+		m.g.Expect(etcdload.Verify(ctx, cli, live)).To(Succeed(), "nothing is deleted")
+	}
+
+	t.Log("the remedy: a larger quota, rolled out under the alarm")
+	cl := m.cluster(ctx)
+	patch := client.MergeFrom(cl.DeepCopy())
+	cl.Spec.Options.QuotaBackendBytes = ptr.To[int64](256 << 20)
+	m.g.Expect(m.c.Patch(ctx, cl, patch)).To(Succeed())
+	_, err = framework.WaitForClusterReady(ctx, m.c, m.ns, m.name, 10*time.Minute)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	// The quota rolled every member onto a new Pod, with a new address:
+	// ask the members the cluster has now, not the ones it had.
+	after, err := etcdload.Dial(m.endpoints(ctx)...)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	defer after.Close()
+	_, err = etcdload.WaitWritable(ctx, after, "after", time.Second)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	for _, live := range sets {
+		m.g.Expect(etcdload.Verify(ctx, after, live)).To(Succeed())
+	}
+}
+
 // quorumProbe asks every member for its status every half second until ctx
 // ends, and reports the first look at which the voters that answer and
 // agree on a leader were not a majority of the voters.
