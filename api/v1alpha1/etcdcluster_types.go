@@ -129,8 +129,10 @@ const DefaultNodeLostAfterSeconds = 60
 type SelfHealSpec struct {
 	// NodeLostAfterSeconds is how long a member's node may be NotReady or
 	// unreachable (or cordoned while the member's Pod cannot run) before the
-	// member is replaced by a new one on another node. It counts from the
-	// node condition's last change. Too short, and a node that reboots
+	// member is replaced by a new one on another node. For a node that
+	// stopped reporting, it counts from its kubelet's last Lease renewal
+	// (so the node controller's grace period is not added to it); otherwise
+	// from the node condition's last change. Too short, and a node that reboots
 	// quickly costs its member a full resync; too long, and the cluster runs
 	// a member short.
 	// +kubebuilder:default=60

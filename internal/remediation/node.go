@@ -14,7 +14,9 @@ type NodeState struct {
 	// Unavailable: the node is gone, not Ready, or cordoned while the
 	// member's Pod cannot run elsewhere.
 	Unavailable bool
-	// Since is when it became unavailable, as the cluster recorded it.
+	// Since is when it became unavailable: for a node that stopped
+	// reporting, when it was last heard from; otherwise when the cluster
+	// recorded the change.
 	Since time.Time
 	// Why says how, for the Event and condition.
 	Why string
@@ -25,8 +27,18 @@ type NodeState struct {
 // running on the node right now: a cordoned node still runs what it has, and
 // only a Pod that has to be placed again (after a drain, say) is stranded
 // by it, because its volume is bound there. unschedulableSince is when the
-// member's Pod was last found unschedulable, if it is.
-func Node(name string, node *corev1.Node, podRunning bool, unschedulableSince time.Time) NodeState {
+// member's Pod was last found unschedulable, if it is. lastHeard is when the
+// node's kubelet last renewed its Lease, or zero when that is not known.
+//
+// A node that stops reporting is marked Unknown only after the node
+// controller's grace period (40 s by default), and the condition's
+// transition records that moment, not the silence before it. Counting the
+// bound from the last renewal instead makes selfHeal.nodeLostAfterSeconds
+// mean what it says, how long the node has been gone, whatever grace period
+// the cluster runs with. The renewal is used only when it precedes the
+// transition: a later one means the kubelet is back and the condition is
+// about to change.
+func Node(name string, node *corev1.Node, podRunning bool, unschedulableSince, lastHeard time.Time) NodeState {
 	st := NodeState{Name: name}
 	switch {
 	case name == "":
@@ -42,6 +54,9 @@ func Node(name string, node *corev1.Node, podRunning bool, unschedulableSince ti
 		}
 		st.Unavailable, st.Since = true, c.LastTransitionTime.Time
 		if c.Status == corev1.ConditionUnknown {
+			if !lastHeard.IsZero() && lastHeard.Before(st.Since) {
+				st.Since = lastHeard
+			}
 			st.Why = fmt.Sprintf("node %s is unreachable (its kubelet stopped reporting)", name)
 		} else {
 			st.Why = fmt.Sprintf("node %s is not ready: %s", name, c.Message)

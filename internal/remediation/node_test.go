@@ -39,11 +39,28 @@ func TestNode(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			st := Node(tc.node, tc.obj, tc.running, tc.stuckSince)
+			st := Node(tc.node, tc.obj, tc.running, tc.stuckSince, time.Time{})
 			g.Expect(st.Unavailable).To(Equal(tc.unavailable))
 			g.Expect(st.Why).To(ContainSubstring(tc.why))
 		})
 	}
+}
+
+func TestNode_UnreachableCountsFromTheLastLeaseRenewal(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	marked := now.Add(-10 * time.Second)
+	heard := now.Add(-50 * time.Second)
+	unknown := nodeWith(corev1.ConditionUnknown, marked, false)
+	g.Expect(Node("n1", unknown, false, time.Time{}, heard).Since).To(Equal(heard),
+		"the node was gone for the grace period before it was marked")
+	g.Expect(Node("n1", unknown, false, time.Time{}, time.Time{}).Since).To(Equal(marked),
+		"without a lease, the transition is all that is known")
+	g.Expect(Node("n1", unknown, false, time.Time{}, now).Since).To(Equal(marked),
+		"a renewal after the mark: the kubelet is back, and never earlier than the mark")
+	notReady := nodeWith(corev1.ConditionFalse, marked, false)
+	g.Expect(Node("n1", notReady, true, time.Time{}, heard).Since).To(Equal(marked),
+		"a kubelet that reports NotReady is heard from: its condition says when")
 }
 
 func TestAssess_NodeLost(t *testing.T) {

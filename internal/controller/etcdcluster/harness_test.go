@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -52,6 +53,7 @@ func newHarness(t *testing.T) *harness {
 	// scheme dominates the state-space test's time.
 	scheme := runtime.NewScheme()
 	_ = corev1.AddToScheme(scheme)
+	_ = coordinationv1.AddToScheme(scheme)
 	_ = policyv1.AddToScheme(scheme)
 	_ = storagev1.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)

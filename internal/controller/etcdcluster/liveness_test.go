@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,6 +164,23 @@ func TestLiveness_AMemberOnALostNodeIsReplacedLikeForLike(t *testing.T) {
 	h.g.Expect(y).NotTo(BeNil())
 	h.g.Expect(y.Spec.Resources.Requests.Cpu().String()).To(Equal("250m"), "the replacement is demo-c's own template")
 	h.g.Expect(h.drainEvents()).To(ContainElement(ContainSubstring(string(remediation.NodeLost))))
+}
+
+func TestLiveness_TheNodeLossBoundCountsFromTheLastLeaseRenewal(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b", "demo-c")
+	// The node controller marked node-c only 10 s ago, after its grace
+	// period; its kubelet last renewed its Lease 61 s ago.
+	h.node("node-c", corev1.ConditionUnknown, h.now.Add(-10*time.Second))
+	h.placeOn("demo-c", "node-c")
+	renewed := metav1.NewMicroTime(h.now.Add(-61 * time.Second))
+	h.g.Expect(h.c.Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: "node-c"},
+		Spec:       coordinationv1.LeaseSpec{RenewTime: &renewed},
+	})).To(Succeed())
+	h.reconcile()
+	h.g.Expect(h.exists("demo-c")).To(BeFalse(), "node-c has been silent for longer than the 60 s bound")
+	h.g.Expect(h.drainEvents()).To(ContainElement(ContainSubstring("for 1m1s")))
 }
 
 func TestLiveness_TheNodeLossBoundIsSettable(t *testing.T) {

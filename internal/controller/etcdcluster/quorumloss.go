@@ -71,7 +71,7 @@ func (s *scope) offlineVerdict(m *v1alpha1.EtcdMember) (remediation.Verdict, boo
 		Pod:           p,
 		Container:     pod.ContainerName,
 		PodLost:       m.LostPod(p),
-		Node:          remediation.Node(node, s.nodes[node], podRunningOn(p, node), remediation.UnschedulableSince(p)),
+		Node:          remediation.Node(node, s.nodes[node], podRunningOn(p, node), remediation.UnschedulableSince(p), s.heard[node]),
 		NodeLostAfter: s.cluster.Spec.SelfHeal.NodeLostAfter(),
 	}, s.now)
 }

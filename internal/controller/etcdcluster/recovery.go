@@ -284,7 +284,7 @@ func (s *scope) othersRunning(keep string) []string {
 			continue
 		}
 		node := p.Spec.NodeName
-		if node != "" && remediation.Node(node, s.nodes[node], false, time.Time{}).Unavailable {
+		if node != "" && remediation.Node(node, s.nodes[node], false, time.Time{}, s.heard[node]).Unavailable {
 			continue
 		}
 		out = append(out, name)

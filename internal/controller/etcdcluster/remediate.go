@@ -48,7 +48,7 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 			Container:     pod.ContainerName,
 			PodLost:       m.LostPod(p),
 			OthersHealthy: s.othersHealthy(m.Name),
-			Node:          remediation.Node(node, s.nodes[node], podRunningOn(p, node), remediation.UnschedulableSince(p)),
+			Node:          remediation.Node(node, s.nodes[node], podRunningOn(p, node), remediation.UnschedulableSince(p), s.heard[node]),
 			NodeLostAfter: s.cluster.Spec.SelfHeal.NodeLostAfter(),
 			// A rollout restarted it and it has not been healthy since, or
 			// it is being defragmented.

@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -40,6 +42,9 @@ type scope struct {
 	// nodes maps node name to the Node each member lives on, nil for a
 	// name no Node has.
 	nodes map[string]*corev1.Node
+	// heard maps the name of a node that stopped reporting to its
+	// kubelet's last Lease renewal, when that could be read.
+	heard map[string]time.Time
 	// replacedBy maps a member's name to the member created to replace it.
 	replacedBy map[string]*v1alpha1.EtcdMember
 	// reached records whether the pass began with the target reached.
@@ -198,7 +203,7 @@ func (r *Reconciler) clientURL(m *v1alpha1.EtcdMember) string {
 // formed, asks etcd for its membership and each member's status.
 func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster) (*scope, error) {
 	s := &scope{cluster: cluster, pods: map[string]*corev1.Pod{}, peerURLs: map[string]string{},
-		nodes: map[string]*corev1.Node{}, replacedBy: map[string]*v1alpha1.EtcdMember{}, now: r.now()}
+		nodes: map[string]*corev1.Node{}, heard: map[string]time.Time{}, replacedBy: map[string]*v1alpha1.EtcdMember{}, now: r.now()}
 	var members v1alpha1.EtcdMemberList
 	sel := client.MatchingLabels{v1alpha1.ClusterLabel: cluster.Name}
 	if err := r.List(ctx, &members, client.InNamespace(cluster.Namespace), sel); err != nil {
@@ -302,9 +307,30 @@ func (r *Reconciler) observeNodes(ctx context.Context, s *scope) error {
 			return fmt.Errorf("failed to get Node %s: %w", name, err)
 		default:
 			s.nodes[name] = n
+			if nodeReady(n) == corev1.ConditionUnknown {
+				s.heard[name] = r.lastRenewal(ctx, name)
+			}
 		}
 	}
 	return nil
+}
+
+// lastRenewal is when the node's kubelet last renewed its Lease, read past
+// the cache (only nodes that stopped reporting are asked about, so a watch
+// on every node's Lease would cost far more than it saves). It is zero when
+// the Lease cannot be read: the bound then counts from the Node's condition,
+// which is later, so a missing permission delays a replacement and never
+// hastens one.
+func (r *Reconciler) lastRenewal(ctx context.Context, node string) time.Time {
+	l := &coordinationv1.Lease{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: node}, l); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("node lease unreadable; counting node loss from its condition", "node", node, "error", err.Error())
+		return time.Time{}
+	}
+	if l.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Time
 }
 
 // nodeOf is the node a member lives on: its Pod's, or the one recorded.
