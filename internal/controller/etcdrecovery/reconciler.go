@@ -41,8 +41,8 @@ type EventRecorder interface {
 // Reconciler reconciles EtcdRecovery objects.
 type Reconciler struct {
 	client.Client
-	Recorder      EventRecorder
-	Dialer etcd.Dialer
+	Recorder EventRecorder
+	Dialer   etcd.Dialer
 	// Metrics reads a member's metrics endpoint when its client endpoint
 	// does not answer; nil leaves such a member unanswered.
 	Metrics       etcd.MetricsReader
