@@ -12,13 +12,19 @@ const (
 	RecoveredCondition = "Recovered"
 )
 
-// Reasons of the Planned condition. Every reason but PlanRecorded and
-// Planning is a refusal (phase Refused): nothing was changed, and a new
-// EtcdRecovery must be created to try again.
+// Reasons of the Planned condition. Every reason but PlanRecorded,
+// Planning and SurvivorNotAnswering is a refusal (phase Refused): nothing
+// was changed, and a new EtcdRecovery must be created to try again.
 const (
 	// PlanningReason: the operator is looking at the members; a transient
 	// failure to do so is retried.
 	PlanningReason = "Planning"
+	// SurvivorNotAnsweringReason: the named survivor answers on neither its
+	// client nor its metrics endpoint, and self-heal has not judged it gone,
+	// so it may still be starting. The recovery stays Pending, nothing is
+	// changed, and it is planned again until the member answers (and is
+	// then judged by the other guards) or the EtcdRecovery is deleted.
+	SurvivorNotAnsweringReason = "SurvivorNotAnswering"
 	// PlanRecordedReason: the guards passed and status.plan says what is
 	// done and what is lost.
 	PlanRecordedReason = "PlanRecorded"
@@ -44,7 +50,7 @@ const (
 	// snapshot can bring the data back.
 	NoSurvivorReason = "NoSurvivor"
 	// SurvivorNotFoundReason: the named member is not a member of the
-	// cluster, or does not answer on its own endpoint.
+	// cluster, is a learner, or does not answer and is judged gone.
 	SurvivorNotFoundReason = "SurvivorNotFound"
 	// SurvivorBehindReason: the named member has applied less than another
 	// member that still answers; recovering from it would lose what the

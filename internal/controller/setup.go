@@ -25,6 +25,10 @@ type Options struct {
 	OperatorImage string
 	// Dialer reaches etcd; nil means the real client.
 	Dialer etcd.Dialer
+	// Metrics reads members' metrics endpoints; nil means the real reader
+	// with the real Dialer, and none with a given one (a test's fake etcd
+	// has no metrics endpoint to read).
+	Metrics etcd.MetricsReader
 	// MaxConcurrentReconciles is how many clusters, and how many members,
 	// are reconciled at once; 0 means 1.
 	MaxConcurrentReconciles int
@@ -39,11 +43,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		// take as long as a large database needs.
 		dialer = etcd.NewDialer(etcd.WithDefragmentTimeout(etcdcluster.MaintenanceCallTimeout))
 	}
+	metrics := opts.Metrics
+	if metrics == nil && opts.Dialer == nil {
+		metrics = etcd.NewMetricsReader(nil)
+	}
 	if err := (&etcdcluster.Reconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
 		Recorder:      mgr.GetEventRecorder("etcdcluster-controller"),
 		Dialer:        dialer,
+		Metrics:       metrics,
 		ClusterDomain: opts.ClusterDomain,
 		Workers:       opts.MaxConcurrentReconciles,
 		OperatorImage: opts.OperatorImage,
@@ -82,6 +91,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcdrecovery-controller"),
 		Dialer:        dialer,
+		Metrics:       metrics,
 		ClusterDomain: opts.ClusterDomain,
 		OperatorImage: opts.OperatorImage,
 	}).SetupWithManager(mgr); err != nil {

@@ -23,6 +23,14 @@ type Member struct {
 	// what it said about itself.
 	Answered bool
 	Status   etcd.EndpointStatus
+	// Reported: Status did not answer, but the member's metrics endpoint
+	// did (see etcd.SelfReport), and Status holds what it said: etcd runs
+	// on its data but does not serve clients, which it does only once a
+	// quorum has committed its start. Such a member is a survivor all the
+	// same, and is compared by the same indexes.
+	Reported bool
+	// SeesLeader: a reported member follows a leader.
+	SeesLeader bool
 	// Verdict is self-heal's judgement of the member, "" when it has none,
 	// and Detail what it saw.
 	Verdict remediation.Reason
@@ -37,8 +45,22 @@ func (m Member) label() string {
 	return etcd.FormatMemberID(m.ID)
 }
 
+// Report records what a member's metrics endpoint said, for a member whose
+// client endpoint did not answer.
+func (m *Member) Report(r etcd.SelfReport, endpoint string) {
+	m.Answered = false
+	m.Reported, m.SeesLeader, m.Status = true, r.HasLeader, r.Status(endpoint)
+}
+
 // healthy: answering and following a leader, so counting towards a quorum.
-func (m Member) healthy() bool { return m.Answered && m.Status.Healthy() }
+// A reported member that follows a leader counts too: a leader means a
+// quorum somewhere, and counting it errs towards refusing a recovery.
+func (m Member) healthy() bool {
+	return (m.Answered && m.Status.Healthy()) || (m.Reported && m.SeesLeader)
+}
+
+// known: the member said where it stands, on one endpoint or the other.
+func (m Member) known() bool { return m.Answered || m.Reported }
 
 // Gone reports the self-heal verdicts that mean a member's data or the
 // place it ran is gone, so it will not come back by itself: lost or
@@ -61,8 +83,8 @@ type Loss struct {
 	Voters int
 	// Healthy counts the voters that answer and follow a leader.
 	Healthy int
-	// Survivors are the voters that answer on their own endpoint, most
-	// advanced first (see Ahead).
+	// Survivors are the voters that answer on their own endpoint, client
+	// or metrics, most advanced first (see Ahead).
 	Survivors []Member
 	// Missing are the voters that do not answer, by name; JudgedGone
 	// counts those with a Gone verdict.
@@ -84,7 +106,7 @@ func Assess(members []Member) Loss {
 		case m.healthy():
 			l.Healthy++
 			l.Survivors = append(l.Survivors, m)
-		case m.Answered:
+		case m.known():
 			l.Survivors = append(l.Survivors, m)
 		default:
 			l.Missing = append(l.Missing, m)
@@ -160,8 +182,12 @@ func (l Loss) Describe() string {
 	if len(l.Survivors) > 0 {
 		var left []string
 		for _, m := range l.Survivors {
-			left = append(left, fmt.Sprintf("%s (raft index %d, applied %d, revision %d)",
-				m.label(), m.Status.RaftIndex, m.Status.RaftAppliedIndex, m.Status.Revision))
+			note := ""
+			if m.Reported {
+				note = "; read from its metrics, as it serves no clients without a quorum"
+			}
+			left = append(left, fmt.Sprintf("%s (raft index %d, applied %d, revision %d%s)",
+				m.label(), m.Status.RaftIndex, m.Status.RaftAppliedIndex, m.Status.Revision, note))
 		}
 		parts = append(parts, "left: "+strings.Join(left, ", "))
 	} else {

@@ -12,9 +12,12 @@ import (
 
 // Refusal is a guard's answer: nothing may be changed, and why.
 type Refusal struct {
-	// Reason is one of the Planned condition's refusal reasons.
+	// Reason is one of the Planned condition's reasons.
 	Reason  string
 	Message string
+	// Waiting: the guard may pass later on its own, so the recovery stays
+	// pending and is planned again, rather than refused for good.
+	Waiting bool
 }
 
 func (r *Refusal) Error() string { return r.Reason + ": " + r.Message }
@@ -82,6 +85,9 @@ func planSurvivor(c Cluster, loss Loss, req Request) (*v1alpha1.RecoveryPlan, *R
 		return nil, refuse(v1alpha1.MemoryStorageReason,
 			"EtcdCluster %s keeps its data in memory (storage.medium: Memory): a survivor's data is lost with the Pod restart that --force-new-cluster needs; recover from a snapshot (source.snapshot) instead", c.Name)
 	}
+	if w := waitForNamed(c, loss, req.Source.Survivor.Member); w != nil {
+		return nil, w
+	}
 	if len(loss.Survivors) == 0 {
 		return nil, refuse(v1alpha1.NoSurvivorReason,
 			"no member of EtcdCluster %s answers on its own endpoint (%s); recover from a snapshot (source.snapshot) instead", c.Name, loss.Describe())
@@ -141,6 +147,30 @@ func judgedGone(loss Loss, req Request) ([]string, *Refusal) {
 	return nil, refuse(v1alpha1.MembersNotJudgedGoneReason,
 		"%s do not answer, but self-heal has not judged them gone (lost or corrupt data, a lost node): they may only be unreachable, and could still be running the old cluster while a recovery forms a new one. Wait for the EtcdCluster's QuorumLost condition, or set spec.force once you know they are gone",
 		strings.Join(loss.Unjudged(), ", "))
+}
+
+// waitForNamed holds a recovery from a named voter that answers on
+// neither endpoint but that self-heal has not judged gone: it may be
+// starting (a Pod re-created on its volume), and only its own answer can
+// say whether it is behind another survivor.
+func waitForNamed(c Cluster, loss Loss, name string) *Refusal {
+	if name == "" {
+		return nil
+	}
+	for _, m := range loss.Missing {
+		if m.Name == name && !Gone(m.Verdict) {
+			why := ""
+			if m.Verdict != "" {
+				why = fmt.Sprintf(" (%s: %s)", m.Verdict, m.Detail)
+			}
+			r := refuse(v1alpha1.SurvivorNotAnsweringReason,
+				"member %s of EtcdCluster %s answers neither on its client nor on its metrics endpoint%s, and self-heal has not judged it gone: it may still be starting. The recovery is planned once it answers; the members that answer are %s. Delete this EtcdRecovery to give up",
+				name, c.Name, why, names(loss.Survivors))
+			r.Waiting = true
+			return r
+		}
+	}
+	return nil
 }
 
 // notASurvivor says why a named member cannot be the survivor.

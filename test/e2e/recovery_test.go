@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -338,11 +339,16 @@ func TestRecoverFromASnapshot(t *testing.T) {
 	h.putKeys(ctx, "after", 10)
 }
 
-// TestRecoveryRefusals: a recovery asked for while a quorum answers is
-// refused with its message and changes nothing. (The refusal of a named
-// survivor that is behind another is covered by internal/recovery's unit
-// tests; its e2e case did not pass on the local cluster yet and is not in
-// the suite.)
+// TestRecoveryRefusals is the third acceptance test: a recovery asked
+// for while a quorum answers, and one from a survivor that is behind
+// another, are refused with their messages and change nothing. The second
+// needs two survivors at different revisions, so it uses five members: one
+// survivor's Pod is deleted with the operator stopped (so nobody re-creates
+// it), keys are written to the four left, three data dirs are wiped, and
+// the operator brings the lagging survivor's Pod back on its old data.
+// Without a quorum that member never serves clients, so the operator reads
+// where it stands from its metrics endpoint. Recovering without naming a
+// survivor then takes the one ahead.
 func TestRecoveryRefusals(t *testing.T) {
 	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
@@ -364,4 +370,75 @@ func TestRecoveryRefusals(t *testing.T) {
 		_, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, time.Minute)
 		h.g.Expect(err).NotTo(HaveOccurred())
 	})
+
+	t.Run("a survivor behind another", func(t *testing.T) {
+		h := newHealCluster(ctx, t, "dr-behind", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })
+		defer func() {
+			if t.Failed() {
+				env.DumpNamespace(t, h.ns)
+			}
+		}()
+		h.putKeys(ctx, "early", 20)
+		all := h.members(ctx)
+		lagging, ahead := all[0], all[1]
+		victims := all[2:]
+		h.loseDataDirs(ctx, func() {
+			// Stopped for good while the operator is: its Pod is the
+			// member controller's to re-create.
+			h.g.Expect(env.Clientset.CoreV1().Pods(h.ns).Delete(ctx, lagging.Name, metav1.DeleteOptions{})).To(Succeed())
+			h.g.Expect(framework.WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+				pods, err := env.MemberPods(ctx, h.ns, h.name)
+				return err == nil && pods[lagging.Name] == nil, err
+			})).To(Succeed())
+			h.putKeys(ctx, "late", 50)
+		}, victims...)
+		cl := h.waitQuorumLost(ctx, lagging.Name, ahead.Name)
+		behind, front := survivorReport(cl, lagging.Name), survivorReport(cl, ahead.Name)
+		h.g.Expect(front.Revision).To(BeNumerically(">=", behind.Revision+50), "the late writes reached only %s", ahead.Name)
+		cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.QuorumLostCondition)
+		h.g.Expect(cond.Message).To(ContainSubstring(lagging.Name+" (raft index"), "the lagging member is among those left")
+		claims := h.claimUIDs(ctx, lagging.Name, ahead.Name)
+
+		er := h.askRecovery(ctx, "from-behind", v1alpha1.EtcdRecoverySpec{
+			Source: v1alpha1.RecoverySource{Survivor: &v1alpha1.SurvivorSource{Member: lagging.Name}}})
+		h.expectRefused(er, v1alpha1.SurvivorBehindReason,
+			fmt.Sprintf("member %s is behind member %s", lagging.Name, ahead.Name))
+		h.expectEvent(ctx, v1alpha1.SurvivorBehindReason, lagging.Name)
+		h.expectUnchanged(ctx, names(all))
+		h.g.Expect(h.claimUIDs(ctx, lagging.Name, ahead.Name)).To(Equal(claims), "the survivors keep their volumes")
+		cl = h.waitQuorumLost(ctx, lagging.Name, ahead.Name)
+		h.g.Expect(survivorReport(cl, lagging.Name).Revision).To(Equal(behind.Revision), "the refusal left %s's data as it was", lagging.Name)
+		h.g.Expect(survivorReport(cl, ahead.Name).Revision).To(Equal(front.Revision), "the refusal left %s's data as it was", ahead.Name)
+
+		er = h.askRecovery(ctx, "from-the-best", v1alpha1.EtcdRecoverySpec{
+			Source: v1alpha1.RecoverySource{Survivor: &v1alpha1.SurvivorSource{}}})
+		h.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryRunning))
+		h.g.Expect(er.Status.Plan.Survivor).To(Equal(ahead.Name), "the survivor furthest ahead")
+		h.g.Expect(er.Status.Plan.Removed).To(ContainElement(lagging.Name))
+		h.g.Expect(er.Status.Plan.Removed).NotTo(ContainElement(ahead.Name))
+		h.g.Expect(framework.WaitFor(ctx, 10*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+			if err := h.c.Get(ctx, client.ObjectKeyFromObject(er), er); err != nil {
+				return false, err
+			}
+			return er.Status.Phase.Terminal(), nil
+		})).To(Succeed())
+		h.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoverySucceeded))
+		_, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, 10*time.Minute)
+		h.g.Expect(err).NotTo(HaveOccurred())
+		h.expectKeysEverywhere(ctx, "early", 20, 5)
+		h.expectKeysEverywhere(ctx, "late", 50, 5)
+	})
+}
+
+// claimUIDs are the UIDs of the named members' data volume claims: a claim
+// deleted and made again has a new one.
+func (h *healHarness) claimUIDs(ctx context.Context, members ...string) map[string]types.UID {
+	h.t.Helper()
+	out := map[string]types.UID{}
+	for _, m := range members {
+		pvc, err := env.Clientset.CoreV1().PersistentVolumeClaims(h.ns).Get(ctx, v1alpha1.DataVolumeClaimName(m), metav1.GetOptions{})
+		h.g.Expect(err).NotTo(HaveOccurred())
+		out[m] = pvc.UID
+	}
+	return out
 }

@@ -96,7 +96,10 @@ type Member struct {
 	Name      string
 	ClientURL string
 	PeerURL   string
-	DataDir   string
+	// MetricsURL serves /metrics and /health apart from the client URL,
+	// as a member Pod's metrics port does; set for StartCluster's members.
+	MetricsURL string
+	DataDir    string
 	// LogFile receives the process's output, in the test's artifact dir.
 	LogFile string
 
@@ -130,7 +133,7 @@ func StartCluster(t testing.TB, bin string, opts Options) []*Member {
 	if token == "" {
 		token = strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	}
-	ports := freePorts(t, 2*n)
+	ports := freePorts(t, 3*n)
 	dir := t.TempDir()
 	// Logs go to the artifact dir, which go test -artifacts keeps.
 	logs := t.ArtifactDir()
@@ -138,11 +141,12 @@ func StartCluster(t testing.TB, bin string, opts Options) []*Member {
 	var initial []string
 	for i := range members {
 		m := &Member{
-			Name:      fmt.Sprintf("m%d", i),
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
-			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
-			Token:     token,
-			bin:       bin,
+			Name:       fmt.Sprintf("m%d", i),
+			ClientURL:  fmt.Sprintf("http://127.0.0.1:%d", ports[3*i]),
+			PeerURL:    fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+1]),
+			MetricsURL: fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+2]),
+			Token:      token,
+			bin:        bin,
 		}
 		m.DataDir = filepath.Join(dir, m.Name)
 		m.LogFile = filepath.Join(logs, token+"-"+m.Name+".log")
@@ -160,6 +164,7 @@ func StartCluster(t testing.TB, bin string, opts Options) []*Member {
 			"--initial-cluster=" + strings.Join(initial, ","),
 			"--initial-cluster-state=new",
 			"--initial-cluster-token=" + token,
+			"--listen-metrics-urls=" + m.MetricsURL,
 		}, opts.Args...)
 		if err := m.start(); err != nil {
 			t.Fatalf("failed to start etcd %s: %v", m.Name, err)

@@ -38,6 +38,10 @@ func (r *Reconciler) assessQuorum(s *scope) recovery.Loss {
 			}
 			if h := s.etcd.health[em.ID]; h.err == nil {
 				rm.Answered, rm.Status = true, h.status
+			} else if rep, ok := s.etcd.reports[rm.Name]; ok && rep.MemberID == em.ID {
+				// A report is only the member's if it carries the ID etcd
+				// lists for it: the metrics say nothing of the cluster ID.
+				rm.Report(rep, "")
 			}
 			members = append(members, rm)
 		}
@@ -53,8 +57,11 @@ func (r *Reconciler) assessQuorum(s *scope) recovery.Loss {
 		rm := recovery.Member{Name: m.Name, Voter: true}
 		if id, err := etcd.ParseMemberID(m.Status.MemberID); err == nil {
 			rm.ID = id
+			if rep, ok := s.etcd.reports[m.Name]; ok && rep.MemberID == id {
+				rm.Report(rep, "")
+			}
 		}
-		if v, ok := s.offlineVerdict(m); ok {
+		if v, ok := s.offlineVerdict(m); ok && !rm.Reported {
 			rm.Verdict, rm.Detail = v.Reason, v.Detail
 		}
 		members = append(members, rm)

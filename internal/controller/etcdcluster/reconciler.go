@@ -41,6 +41,10 @@ type Reconciler struct {
 	APIReader client.Reader
 	Recorder  EventRecorder
 	Dialer    etcd.Dialer
+	// Metrics reads a member's metrics endpoint when the quorum is lost and
+	// its client endpoint does not answer; nil leaves such a member
+	// unanswered.
+	Metrics etcd.MetricsReader
 	// ClusterDomain is the DNS suffix of cluster Services.
 	ClusterDomain string
 	// Now is the clock; tests set it.

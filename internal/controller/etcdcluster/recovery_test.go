@@ -420,3 +420,47 @@ func TestRecovery_NoAutomaticRecoveryByDefault(t *testing.T) {
 	h.g.Expect(list.Items).To(BeEmpty())
 	h.g.Expect(h.etcd.Calls).NotTo(ContainElement(HaveField("Op", etcd.OpMemberRemove)))
 }
+
+// metricsByURL answers SelfReport from a table; a URL not in it does not
+// answer.
+type metricsByURL map[string]etcd.SelfReport
+
+func (m metricsByURL) SelfReport(_ context.Context, url string) (etcd.SelfReport, error) {
+	if r, ok := m[url]; ok {
+		return r, nil
+	}
+	return etcd.SelfReport{}, &etcd.CallError{Op: etcd.OpMetrics, Endpoint: url, Err: errUnreachable()}
+}
+
+// Two survivors of five: demo-a was restarted while the quorum was lost, so
+// it serves no client request and only its metrics say how far it got;
+// both are reported with their indexes, for a recovery to compare.
+func TestQuorumLost_ASurvivorThatOnlyItsMetricsReport(t *testing.T) {
+	h := newHarness(t)
+	h.formed(5, "demo-a", "demo-b", "demo-c", "demo-d", "demo-e")
+	h.loseQuorum("demo-b", "demo-c", "demo-d", "demo-e")
+	h.etcd.SetEndpointError(clientURL("demo-a"), errUnreachable())
+	h.setPodReady("demo-a", false)
+	url, err := etcd.MetricsURLFor(clientURL("demo-a"), v1alpha1.MetricsPort)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	id, err := etcd.ParseMemberID(h.member("demo-a").Status.MemberID)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.r.Metrics = metricsByURL{url: {MemberID: id, AppliedIndex: 1, CommittedIndex: 1, Revision: 1}}
+	h.reconcile()
+	g := h.quorumLost()
+	h.g.Expect(g.Status).To(Equal(metav1.ConditionTrue))
+	h.g.Expect(g.Reason).To(Equal(v1alpha1.MembersGoneReason))
+	h.g.Expect(g.Message).To(ContainSubstring("demo-a (raft index 1, applied 1, revision 1; read from its metrics, as it serves no clients without a quorum)"))
+	names := []string{}
+	for _, s := range h.cluster().Status.QuorumLoss.Survivors {
+		names = append(names, s.Name)
+	}
+	h.g.Expect(names).To(ConsistOf("demo-a", "demo-b"))
+	h.g.Expect(h.members()).To(HaveLen(5), "nothing is changed")
+
+	// A report with another member's ID is not demo-a's.
+	h.r.Metrics = metricsByURL{url: {MemberID: id + 1, AppliedIndex: 9, Revision: 9}}
+	h.reconcile()
+	h.g.Expect(h.quorumLost().Message).NotTo(ContainSubstring("read from its metrics"))
+	h.g.Expect(h.cluster().Status.QuorumLoss.Survivors).To(HaveLen(1))
+}

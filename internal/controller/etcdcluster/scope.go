@@ -101,6 +101,10 @@ type etcdView struct {
 	// errors; alarmErr says why they are not known.
 	alarms   []etcd.Alarm
 	alarmErr error
+	// reports are, by EtcdMember name, what the metrics endpoints of
+	// members whose Status did not answer said, read only while no quorum
+	// answers (see etcd.SelfReport).
+	reports map[string]etcd.SelfReport
 }
 
 type memberHealth struct {
@@ -360,13 +364,20 @@ func (s *scope) counted() []*v1alpha1.EtcdMember {
 	return out
 }
 
-func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
-	view := etcdView{inspected: true, health: map[uint64]memberHealth{}}
+func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) {
+	view = etcdView{inspected: true, health: map[uint64]memberHealth{}}
 	eps := r.endpoints(s)
 	if len(eps) == 0 {
 		view.err = fmt.Errorf("no member Pod is running")
 		return view
 	}
+	// ctx is narrowed below, and cancelled before this runs.
+	outer := ctx
+	defer func() {
+		if view.err != nil {
+			view.reports = r.selfReports(outer, s, view)
+		}
+	}()
 	c, err := r.Dialer.Dial(ctx, eps)
 	if err != nil {
 		view.err = fmt.Errorf("failed to dial etcd: %w", err)
@@ -422,6 +433,53 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) etcdView {
 		view.ownLists = ownMemberLists(ctx, c, view)
 	}
 	return view
+}
+
+// selfReports reads, at once and each under its own budget, the metrics
+// endpoint of every member with a Pod whose Status did not answer. Without
+// a quorum, a member restarted on its data serves no client request, and
+// its metrics are the only place it says how far it got.
+func (r *Reconciler) selfReports(ctx context.Context, s *scope, view etcdView) map[string]etcd.SelfReport {
+	if r.Metrics == nil {
+		return nil
+	}
+	answered := map[uint64]bool{}
+	for id, h := range view.health {
+		answered[id] = h.err == nil
+	}
+	var ask []*v1alpha1.EtcdMember
+	for _, m := range s.members {
+		if p := s.pods[m.Name]; p == nil || p.Status.PodIP == "" {
+			continue
+		}
+		if id, err := etcd.ParseMemberID(m.Status.MemberID); err == nil && answered[id] {
+			continue
+		}
+		ask = append(ask, m)
+	}
+	reports := make([]*etcd.SelfReport, len(ask))
+	var wg sync.WaitGroup
+	for i, m := range ask {
+		url, err := etcd.MetricsURLFor(r.clientURL(m), v1alpha1.MetricsPort)
+		if err != nil {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, endpointTimeout)
+			defer cancel()
+			if rep, err := r.Metrics.SelfReport(ctx, url); err == nil {
+				reports[i] = &rep
+			}
+		})
+	}
+	wg.Wait()
+	out := map[string]etcd.SelfReport{}
+	for i, m := range ask {
+		if reports[i] != nil {
+			out[m.Name] = *reports[i]
+		}
+	}
+	return out
 }
 
 // readAlarms lists the cluster's alarms when a member that follows a leader

@@ -24,6 +24,10 @@ type answer struct {
 	status etcd.EndpointStatus
 	err    error
 	list   *etcd.MemberList
+	// report is what the metrics endpoint said when Status did not answer.
+	report *etcd.SelfReport
+	// metricsURL is where the report came from.
+	metricsURL string
 }
 
 // probe asks every member of the cluster, on its own endpoint, about itself
@@ -69,6 +73,10 @@ func (r *Reconciler) probe(ctx context.Context, cluster *v1alpha1.EtcdCluster) (
 			rm.Name = m.Name
 			if a, ok := answers[m.Name]; ok && a.err == nil {
 				rm.Answered, rm.Status = true, a.status
+			} else if ok && a.report != nil && id != 0 && a.report.MemberID == id {
+				// A report is only the member's if it carries the ID etcd
+				// lists for it: the metrics say nothing of the cluster ID.
+				rm.Report(*a.report, a.metricsURL)
 			}
 			if g, ok := verdicts[m.Name]; ok {
 				rm.Verdict, rm.Detail = remediation.Reason(g.Reason), g.Detail
@@ -139,6 +147,7 @@ func (r *Reconciler) ask(ctx context.Context, cluster *v1alpha1.EtcdCluster, mem
 			}
 			results[i] = answer{status: st, err: err}
 			if err != nil {
+				results[i].report, results[i].metricsURL = r.selfReport(ctx, m)
 				return
 			}
 			if l, err := c.MemberListAt(callCtx, ep); err == nil {
@@ -151,6 +160,25 @@ func (r *Reconciler) ask(ctx context.Context, cluster *v1alpha1.EtcdCluster, mem
 		out[m.Name] = results[i]
 	}
 	return out
+}
+
+// selfReport reads a member's metrics endpoint, under its own time budget:
+// the Status call before it may have used up the first.
+func (r *Reconciler) selfReport(ctx context.Context, m *v1alpha1.EtcdMember) (*etcd.SelfReport, string) {
+	if r.Metrics == nil {
+		return nil, ""
+	}
+	url, err := etcd.MetricsURLFor(r.clientURL(m), v1alpha1.MetricsPort)
+	if err != nil {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, endpointTimeout)
+	defer cancel()
+	rep, err := r.Metrics.SelfReport(ctx, url)
+	if err != nil {
+		return nil, url
+	}
+	return &rep, url
 }
 
 // memberFor finds the EtcdMember of an etcd member: by latched ID, then by

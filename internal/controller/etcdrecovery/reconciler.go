@@ -41,8 +41,11 @@ type EventRecorder interface {
 // Reconciler reconciles EtcdRecovery objects.
 type Reconciler struct {
 	client.Client
-	Recorder      EventRecorder
-	Dialer        etcd.Dialer
+	Recorder EventRecorder
+	Dialer   etcd.Dialer
+	// Metrics reads a member's metrics endpoint when its client endpoint
+	// does not answer; nil leaves such a member unanswered.
+	Metrics       etcd.MetricsReader
 	ClusterDomain string
 	// OperatorImage is the operator's own image, which a restore's seed
 	// runs to fetch the snapshot; without it, a recovery from a snapshot is
@@ -147,6 +150,10 @@ func (r *Reconciler) plan(ctx context.Context, er *v1alpha1.EtcdRecovery, cluste
 		return r.pending(er, err)
 	}
 	plan, refused := recovery.Decide(facts, recovery.Request{Source: er.Spec.Source, Force: er.Spec.Force}, snapshots, r.now())
+	if refused != nil && refused.Waiting {
+		log.Info("Recovery waits", "reason", refused.Reason, "message", refused.Message)
+		return r.wait(er, refused)
+	}
 	if refused != nil {
 		log.Info("Recovery refused", "reason", refused.Reason, "message", refused.Message)
 		r.refuse(er, refused)
@@ -234,6 +241,17 @@ func (r *Reconciler) refuse(er *v1alpha1.EtcdRecovery, refused *recovery.Refusal
 	r.setCondition(er, v1alpha1.RecoveredCondition, metav1.ConditionFalse, v1alpha1.NotStartedReason,
 		"refused; nothing was changed. Create a new EtcdRecovery to try again")
 	r.event(er, nil, corev1.EventTypeWarning, refused.Reason, "Plan", "Recovery refused: %s", refused.Message)
+}
+
+// wait keeps the recovery pending on a guard that may pass by itself, and
+// says so once with an Event.
+func (r *Reconciler) wait(er *v1alpha1.EtcdRecovery, w *recovery.Refusal) ctrl.Result {
+	if c := meta.FindStatusCondition(er.Status.Conditions, v1alpha1.RecoveryPlannedCondition); c == nil || c.Reason != w.Reason {
+		r.event(er, nil, corev1.EventTypeNormal, w.Reason, "Plan", "Recovery waits: %s", w.Message)
+	}
+	r.setCondition(er, v1alpha1.RecoveryPlannedCondition, metav1.ConditionFalse, w.Reason, w.Message)
+	r.setCondition(er, v1alpha1.RecoveredCondition, metav1.ConditionFalse, v1alpha1.NotStartedReason, "the plan is not made yet")
+	return ctrl.Result{RequeueAfter: requeuePlanning}
 }
 
 // pending keeps the recovery pending after a failure that passes.
