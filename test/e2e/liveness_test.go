@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -249,12 +250,29 @@ func TestDegradedEditShedsTheBrokenMember(t *testing.T) {
 	h.g.Expect(env.StopNode(ctx, t, target)).To(Succeed())
 	h.g.Expect(env.WaitForNodeReady(ctx, target, false, 2*time.Minute)).To(Succeed())
 
+	// A resources edit while the member is broken is adopted at once: the
+	// target names it, and observedGeneration says so truthfully.
+	want := resource.MustParse("72Mi")
 	cl := &v1alpha1.EtcdCluster{}
 	h.g.Expect(h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl)).To(Succeed())
 	patch := client.MergeFrom(cl.DeepCopy())
+	cl.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: want}}
+	h.g.Expect(h.c.Patch(ctx, cl, patch)).To(Succeed())
+	h.g.Eventually(func(g Gomega) {
+		got := &v1alpha1.EtcdCluster{}
+		g.Expect(h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, got)).To(Succeed())
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		g.Expect(got.Status.Observed).NotTo(BeNil())
+		g.Expect(got.Status.Observed.Resources).NotTo(BeNil())
+		q := got.Status.Observed.Resources.Requests[corev1.ResourceMemory]
+		g.Expect(q.Cmp(want)).To(Equal(0), "the target carries the new request")
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+	h.g.Expect(h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl)).To(Succeed())
+	patch = client.MergeFrom(cl.DeepCopy())
 	cl.Spec.Replicas = ptr.To[int32](3)
 	h.g.Expect(h.c.Patch(ctx, cl, patch)).To(Succeed())
-	ready, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, 5*time.Minute)
+	ready, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, 10*time.Minute)
 	h.g.Expect(err).NotTo(HaveOccurred())
 	h.g.Expect(ready.Status.ObservedGeneration).To(Equal(ready.Generation))
 	var kept []string
@@ -266,6 +284,12 @@ func TestDegradedEditShedsTheBrokenMember(t *testing.T) {
 	h.g.Expect(kept).To(HaveLen(3))
 	for _, b := range broken {
 		h.g.Expect(kept).NotTo(ContainElement(b), "the broken member %s is among those removed", b)
+	}
+	for _, name := range kept {
+		p, err := env.Clientset.CoreV1().Pods(h.ns).Get(ctx, name, metav1.GetOptions{})
+		h.g.Expect(err).NotTo(HaveOccurred())
+		q := p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]
+		h.g.Expect(q.Cmp(want)).To(Equal(0), "%s was rolled to the new request", name)
 	}
 	h.expectSentinelEverywhere(ctx)
 	h.g.Expect(env.StartNode(ctx, target)).To(Succeed())
