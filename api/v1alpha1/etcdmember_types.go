@@ -101,6 +101,15 @@ type EtcdMemberStatus struct {
 	// +optional
 	RolledAt *metav1.Time `json:"rolledAt,omitempty"`
 
+	// RestartApproved is the template hash (the Pod annotation
+	// etcd.quorumctl.io/template-hash) of the member spec whose Pod the
+	// cluster controller last let the member controller re-create. A Pod
+	// built from another spec than the member's is re-created only once its
+	// member's spec has this hash: every restart goes through the cluster
+	// controller's one-member-at-a-time gate, whatever changed the spec.
+	// +optional
+	RestartApproved string `json:"restartApproved,omitempty"`
+
 	// NodeName is the node the member's Pod was last scheduled to. It
 	// outlives the Pod, so a member whose Pod is gone or cannot be scheduled
 	// (its volume is bound to that node) is still known to live there.

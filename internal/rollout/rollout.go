@@ -4,11 +4,18 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // DefaultAppliedWindow is how far, in raft entries, a member's applied index
 // may trail the leader's for it to count as caught up.
 const DefaultAppliedWindow = 1000
+
+// DefaultDownAfter is how long the kubelet must have reported a member not
+// ready before the rollout restarts it out of turn. Shorter than that, the
+// member may be restarting anyway (for a reason of its own, or a probe that
+// failed once under load), and restarting it again gains nothing.
+const DefaultDownAfter = 30 * time.Second
 
 // Member is what a pass observed of one counted member.
 type Member struct {
@@ -28,8 +35,13 @@ type Member struct {
 	Voter  bool
 	Leader bool
 	// Healthy: its Pod is ready and its endpoint answers, following the
-	// quorum's leader.
+	// quorum's leader. It is one look: a single Status call that timed out
+	// on a loaded node makes a serving member look unhealthy, so a member
+	// that is not Healthy is waited for, never taken for down.
 	Healthy bool
+	// DownFor is how long the kubelet has reported the member's Pod not
+	// ready (its own probe, not the operator's look); zero while it is ready.
+	DownFor time.Duration
 	// Applied is its raft applied index, when it answered.
 	Applied uint64
 }
@@ -70,15 +82,35 @@ type Options struct {
 	// Settling: a membership change is in flight (a learner, a member
 	// being added, replaced or removed), which the rollout waits out.
 	Settling string
+	// Restarting names members the rollout restarted that are not healthy
+	// voters on their new template yet. Nothing else restarts until they
+	// are: the gate's look at them may predate their restart.
+	Restarting []string
 	// AppliedWindow is DefaultAppliedWindow when zero.
 	AppliedWindow uint64
+	// DownAfter is DefaultDownAfter when zero.
+	DownAfter time.Duration
 }
 
 // Next decides the step of this pass.
+//
+// The rollout never makes a second member unavailable while another is:
+// every restart but one waits on the gate (every voter healthy, a leader
+// known, everyone caught up) and on the members it restarted before being
+// back. The one exception is a member the kubelet has reported down for
+// DownAfter, or one the rollout restarted that is not back, which costs
+// nothing to restart, and may be down for want of what the new template
+// gives it (memory, say): it goes out of turn, but only while every other
+// voter passes the gate, so a member that merely failed the operator's look
+// is never counted as one that is down.
 func Next(members []Member, o Options) Decision {
 	window := o.AppliedWindow
 	if window == 0 {
 		window = DefaultAppliedWindow
+	}
+	downAfter := o.DownAfter
+	if downAfter == 0 {
+		downAfter = DefaultDownAfter
 	}
 	var outdated []Member
 	for _, m := range members {
@@ -95,12 +127,16 @@ func Next(members []Member, o Options) Decision {
 	if o.Settling != "" {
 		return wait("waiting for %s", o.Settling)
 	}
-	// A member that is down already costs nothing to restart, and it may be
-	// down for want of what the new template gives it (memory, say). Its
-	// volume grows first, if it must.
 	for _, m := range order(outdated) {
-		if m.Healthy || m.Leader || m.Replace {
+		// A member the rollout restarted and that is not back is out of
+		// service by the rollout's own doing: taking it to the newer target
+		// at once makes nobody else unavailable.
+		down := !m.Healthy && m.DownFor >= downAfter || slices.Contains(o.Restarting, m.Name)
+		if !down || m.Leader || m.Replace {
 			continue
+		}
+		if d, ok := gate(members, window, m.Name); !ok {
+			return d
 		}
 		switch {
 		case m.Expand:
@@ -110,7 +146,10 @@ func Next(members []Member, o Options) Decision {
 		}
 		return Decision{Action: Restart, Member: m.Name}
 	}
-	if d, ok := gate(members, window); !ok {
+	if len(o.Restarting) > 0 {
+		return wait("waiting for %s, restarted by the rollout, to be a healthy voter again", strings.Join(o.Restarting, ", "))
+	}
+	if d, ok := gate(members, window, ""); !ok {
 		return d
 	}
 	// One volume grows at a time, like everything else here.
@@ -141,13 +180,16 @@ func Next(members []Member, o Options) Decision {
 	return Decision{Action: Restart, Member: next.Name}
 }
 
-// gate: every voter is healthy, one of them leads, and each is within the
-// window of the leader's applied index.
-func gate(members []Member, window uint64) (Decision, bool) {
+// gate: every voter but except is healthy, one of them leads, and each is
+// within the window of the leader's applied index.
+func gate(members []Member, window uint64, except string) (Decision, bool) {
 	var leader *Member
 	var down []string
 	for i := range members {
 		m := &members[i]
+		if m.Name == except {
+			continue
+		}
 		if m.Leader {
 			leader = m
 		}
@@ -162,7 +204,7 @@ func gate(members []Member, window uint64) (Decision, bool) {
 		return wait("waiting for a leader"), false
 	}
 	for _, m := range members {
-		if m.Voter && m.Applied+window < leader.Applied {
+		if m.Name != except && m.Voter && m.Applied+window < leader.Applied {
 			return wait("waiting for %s to catch up (applied index %d, the leader's %d)", m.Name, m.Applied, leader.Applied), false
 		}
 	}

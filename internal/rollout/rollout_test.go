@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -14,7 +15,11 @@ func lead(m Member) Member { m.Leader = true; return m }
 
 func TestNext(t *testing.T) {
 	t.Parallel()
-	down := func(m Member) Member { m.Healthy = false; return m }
+	// down: the kubelet has reported it not ready for longer than the
+	// bound; unanswering: only the operator's look failed.
+	down := func(m Member) Member { m.Healthy, m.DownFor = false, DefaultDownAfter; return m }
+	unanswering := func(m Member) Member { m.Healthy = false; return m }
+	briefly := func(m Member) Member { m.Healthy, m.DownFor = false, DefaultDownAfter-time.Second; return m }
 	behind := func(m Member) Member { m.Applied = 1; return m }
 	replace := func(m Member) Member { m.Replace = true; return m }
 	expand := func(m Member) Member { m.Expand = true; return m }
@@ -39,8 +44,28 @@ func TestNext(t *testing.T) {
 			Decision{Action: Wait, Reason: "waiting for b to be healthy"}},
 		{"and until it has caught up", []Member{lead(voter("a", true)), behind(voter("b", false)), voter("c", true)}, Options{AppliedWindow: 10},
 			Decision{Action: Wait, Reason: "waiting for b to catch up (applied index 1, the leader's 100)"}},
-		{"a member that is down already is restarted first, gate or not", []Member{lead(voter("a", true)), down(voter("c", true)), behind(voter("b", true))}, Options{},
+		{"a member that is down already is restarted first while the others pass the gate", []Member{lead(voter("a", true)), down(voter("c", true)), voter("b", true)}, Options{},
 			Decision{Action: Restart, Member: "c"}},
+		{"but not while another voter is behind", []Member{lead(voter("a", true)), down(voter("c", true)), behind(voter("b", true))}, Options{AppliedWindow: 10},
+			Decision{Action: Wait, Reason: "waiting for b to catch up (applied index 1, the leader's 100)"}},
+		{"nor while another voter did not answer the operator's look", []Member{lead(voter("a", true)), down(voter("c", true)), unanswering(voter("b", true))}, Options{},
+			Decision{Action: Wait, Reason: "waiting for b to be healthy"}},
+		{"nor while no leader is known", []Member{voter("a", true), down(voter("c", true)), voter("b", true)}, Options{},
+			Decision{Action: Wait, Reason: "waiting for a leader"}},
+		{"nor while a member restarted before is not back", []Member{lead(voter("a", true)), down(voter("c", true)), unanswering(voter("b", false))}, Options{Restarting: []string{"b"}},
+			Decision{Action: Wait, Reason: "waiting for b to be healthy"}},
+		{"a member the operator's look missed is no down member: the gate holds", []Member{lead(voter("a", true)), unanswering(voter("b", true)), voter("c", true)}, Options{},
+			Decision{Action: Wait, Reason: "waiting for b to be healthy"}},
+		{"nor is one down for less than the bound", []Member{lead(voter("a", true)), briefly(voter("b", true)), voter("c", true)}, Options{},
+			Decision{Action: Wait, Reason: "waiting for b to be healthy"}},
+		{"a member restarted and not yet back holds the next, though the look at it passed", []Member{lead(voter("a", true)), voter("b", false), voter("c", true)}, Options{Restarting: []string{"b"}},
+			Decision{Action: Wait, Reason: "waiting for b, restarted by the rollout, to be a healthy voter again"}},
+		{"a restarted member not back on a template set back is restarted again at once", []Member{lead(voter("a", false)), unanswering(voter("b", true)), voter("c", false)}, Options{Restarting: []string{"b"}},
+			Decision{Action: Restart, Member: "b"}},
+		{"but not while another voter is down", []Member{lead(voter("a", false)), unanswering(voter("b", true)), unanswering(voter("c", false))}, Options{Restarting: []string{"b"}},
+			Decision{Action: Wait, Reason: "waiting for c to be healthy"}},
+		{"the leader, unknown in a look that missed one member, is never restarted without a handoff", []Member{voter("a", true), unanswering(voter("b", false)), voter("c", false)}, Options{},
+			Decision{Action: Wait, Reason: "waiting for b to be healthy"}},
 		{"paused", []Member{lead(voter("a", true)), voter("b", true)}, Options{Paused: true},
 			Decision{Action: Wait, Reason: "paused by spec.rollout.paused with 0 of 2 members updated"}},
 		{"a membership change in flight", []Member{lead(voter("a", true)), voter("b", true)}, Options{Settling: "learner d"},

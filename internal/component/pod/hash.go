@@ -10,10 +10,11 @@ import (
 
 // TemplateHashAnnotation records, on a member's Pod, the hash of the member
 // spec the Pod was built from. The member controller re-creates a Pod whose
-// hash is not the member's: that is how a rollout's change of the member's
-// template reaches its Pod. It hashes the member's own spec, not the built
-// Pod, so a new operator version that builds Pods differently restarts
-// nothing by itself.
+// hash is not the member's, once the cluster controller has approved that
+// restart (EtcdMember status.restartApproved): that is how a rollout's
+// change of the member's template reaches its Pod. It hashes the member's
+// own spec, not the built Pod, so a new operator version that builds Pods
+// differently restarts nothing by itself.
 const TemplateHashAnnotation = "etcd.quorumctl.io/template-hash"
 
 // ForceNewClusterAnnotation marks a Pod built while its member's spec asked
@@ -28,27 +29,68 @@ func StartedToForce(podAnnotations map[string]string) bool {
 	return podAnnotations[ForceNewClusterAnnotation] == "true"
 }
 
-// TemplateHash is the hash of what in a member's spec shapes its Pod.
+// TemplateHash is the hash of what in a member's spec shapes its Pod: its
+// template. The member's identity (its peer and client URLs) is left out:
+// it never changes for a running member, and the operator records it into
+// members created before it did so, which must restart nothing.
 func TemplateHash(m *v1alpha1.EtcdMember) string {
-	shape := struct {
+	return hashOf(struct {
+		Template v1alpha1.MemberTemplate `json:"template"`
+	}{m.Spec.MemberTemplate})
+}
+
+// legacyHashes are the hashes operators before this one gave a Pod of the
+// same template: they hashed the recorded URLs with it, which were empty
+// until the operator recorded them into the member.
+func legacyHashes(m *v1alpha1.EtcdMember) []string {
+	type shape struct {
 		Template  v1alpha1.MemberTemplate `json:"template"`
 		PeerURL   string                  `json:"peerURL,omitempty"`
 		ClientURL string                  `json:"clientURL,omitempty"`
-	}{m.Spec.MemberTemplate, m.Spec.PeerURL, m.Spec.ClientURL}
-	data, err := json.Marshal(shape)
+	}
+	return []string{
+		hashOf(shape{m.Spec.MemberTemplate, m.Spec.PeerURL, m.Spec.ClientURL}),
+		hashOf(shape{Template: m.Spec.MemberTemplate}),
+	}
+}
+
+func hashOf(v any) string {
+	data, err := json.Marshal(v)
 	if err != nil {
 		// The spec is plain data and always marshals.
-		panic(fmt.Sprintf("failed to marshal the spec of EtcdMember %s: %v", m.Name, err))
+		panic(fmt.Sprintf("failed to marshal a member spec: %v", err))
 	}
 	h := fnv.New64a()
 	_, _ = h.Write(data)
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
-// Outdated reports whether a Pod was built from another spec than the
+// Outdated reports whether a Pod was built from another template than the
 // member's. A Pod without the annotation predates it and is taken as
-// current: its member's template could not have changed.
+// current: its member's template could not have changed. A Pod hashed the
+// way an older operator hashed is current if its template is.
 func Outdated(m *v1alpha1.EtcdMember, podAnnotations map[string]string) bool {
 	h, ok := podAnnotations[TemplateHashAnnotation]
-	return ok && h != TemplateHash(m)
+	if !ok || h == TemplateHash(m) {
+		return false
+	}
+	for _, legacy := range legacyHashes(m) {
+		if h == legacy {
+			return false
+		}
+	}
+	return true
+}
+
+// RestartApproved reports whether the cluster controller has approved
+// re-creating the member's Pod from its current spec.
+func RestartApproved(m *v1alpha1.EtcdMember) bool {
+	return m.Status.RestartApproved == TemplateHash(m)
+}
+
+// Leaving reports whether a Pod is on its way out: built from another
+// template than its member's, with the restart approved, so that the member
+// controller deletes it (or has, and the cache has not seen it yet).
+func Leaving(m *v1alpha1.EtcdMember, podAnnotations map[string]string) bool {
+	return Outdated(m, podAnnotations) && RestartApproved(m)
 }

@@ -643,14 +643,26 @@ func TestTemplateHash(t *testing.T) {
 		"options":          func(m *v1alpha1.EtcdMember) { m.Spec.Options = &v1alpha1.EtcdOptions{SnapshotCount: ptr.To[int64](5)} },
 		"node selector":    func(m *v1alpha1.EtcdMember) { m.Spec.NodeSelector = map[string]string{"a": "b"} },
 		"image repository": func(m *v1alpha1.EtcdMember) { m.Spec.ImageRepository = "mirror.example/etcd" },
-		"peer URL":         func(m *v1alpha1.EtcdMember) { m.Spec.PeerURL = "https://x:2380" },
 	} {
 		changed := newMember(change)
 		g.Expect(pod.Outdated(changed, p.Annotations)).To(BeTrue(), "a change of the %s re-creates the Pod", name)
 	}
-	// What the operator writes for itself does not.
-	same := newMember(func(m *v1alpha1.EtcdMember) { m.Status.Role = v1alpha1.MemberRoleVoter; m.Spec.InitialCluster = "x=y" })
+	// What the operator writes for itself does not, nor does the member's
+	// identity, which the operator records into older members.
+	same := newMember(func(m *v1alpha1.EtcdMember) {
+		m.Status.Role = v1alpha1.MemberRoleVoter
+		m.Spec.InitialCluster = "x=y"
+		m.Spec.PeerURL, m.Spec.ClientURL = "http://x:2380", "http://x:2379"
+	})
 	g.Expect(pod.Outdated(same, p.Annotations)).To(BeFalse())
+	g.Expect(pod.RestartApproved(same)).To(BeFalse())
+	same.Status.RestartApproved = pod.TemplateHash(same)
+	g.Expect(pod.RestartApproved(same)).To(BeTrue())
+	g.Expect(pod.Leaving(same, p.Annotations)).To(BeFalse(), "approved, but built from the member's spec")
+	changed := newMember(func(m *v1alpha1.EtcdMember) { m.Spec.Version = "3.6.17" })
+	g.Expect(pod.Leaving(changed, p.Annotations)).To(BeFalse(), "outdated, not approved")
+	changed.Status.RestartApproved = pod.TemplateHash(changed)
+	g.Expect(pod.Leaving(changed, p.Annotations)).To(BeTrue())
 }
 
 func TestBuild_ImageRepositoryOfTheCluster(t *testing.T) {

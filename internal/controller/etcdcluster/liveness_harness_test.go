@@ -83,11 +83,22 @@ func (h *harness) startLearner(name string) etcd.Member {
 			m := h.member(name)
 			m.Status.PodName = name
 			h.g.Expect(h.c.Status().Update(context.Background(), m)).To(Succeed())
+			h.latchBoot(name)
 			return em
 		}
 	}
 	h.t.Fatalf("etcd does not list %s", name)
 	return etcd.Member{}
+}
+
+// latchBoot does what the member controller does once a member's Pod is
+// first ready: it records the member's first boot.
+func (h *harness) latchBoot(name string) {
+	h.t.Helper()
+	m := h.member(name)
+	now := metav1.NewTime(h.now)
+	m.Status.FirstReadyTime = &now
+	h.g.Expect(h.c.Status().Update(context.Background(), m)).To(Succeed())
 }
 
 // replacementOf is the live member created to replace name, if any.

@@ -384,8 +384,12 @@ func memberNameFromPeerURL(u string) string {
 // promoteIfReady promotes a started learner once etcd agrees it has caught
 // up; while it has not, the pass goes on to other steps.
 func (r *Reconciler) promoteIfReady(ctx context.Context, s *scope, learner etcd.Member) (ctrl.Result, bool, error) {
-	if m := r.memberFor(s, learner); m == nil || !s.podReady(m.Name) {
+	m := r.memberFor(s, learner)
+	if m == nil || !s.podReady(m.Name) {
 		return ctrl.Result{}, false, nil
+	}
+	if booted, err := r.bootLatched(ctx, m); err != nil || !booted {
+		return ctrl.Result{}, false, err
 	}
 	s.promoteTried = true
 	return r.promoteStep(ctx, s, learner)
@@ -434,6 +438,10 @@ func (r *Reconciler) promoteStep(ctx context.Context, s *scope, learner etcd.Mem
 		s.setProgress(v1alpha1.ScalingUpReason, "waiting for learner %s to start", m.Name)
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, false, nil
 	}
+	if booted, err := r.bootLatched(ctx, m); err != nil || !booted {
+		s.setProgress(v1alpha1.ScalingUpReason, "waiting for the first start of learner %s to be recorded", m.Name)
+		return ctrl.Result{RequeueAfter: requeueLearnerSync}, false, err
+	}
 	s.setProgress(v1alpha1.PromotingLearnerReason, "promoting learner %s", m.Name)
 	_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
 		l, err := c.MemberPromote(ctx, learner.ID)
@@ -454,6 +462,22 @@ func (r *Reconciler) promoteStep(ctx context.Context, s *scope, learner etcd.Mem
 	// Nothing in Kubernetes changes on a promotion, so look again shortly to
 	// record the new role and move on.
 	return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
+}
+
+// bootLatched: the member's first boot is recorded (status.firstReadyTime),
+// read past the cache when the cache does not have it yet. Until it is, the
+// member's startup ConfigMap still hands it the member list of its add, and
+// it must not become a voter: a voter that lost its data dir would then
+// rejoin under its old ID with an empty log, instead of failing loudly.
+func (r *Reconciler) bootLatched(ctx context.Context, m *v1alpha1.EtcdMember) (bool, error) {
+	if m.HasBooted() {
+		return true, nil
+	}
+	live := &v1alpha1.EtcdMember{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return live.HasBooted(), nil
 }
 
 // learnerOwned: a member the API server has, live or leaving, accounts

@@ -22,6 +22,11 @@ type memo struct {
 	// sightings maps a member (memberKey) to a disagreement with the
 	// quorum first seen on one aspect of its view.
 	sightings map[string]*remediation.Sighting
+	// restarts maps a member (memberKey) the rollout restarted to the
+	// template hash it restarted it to, until the member is seen a healthy
+	// voter on it. It outlives a cache that has not seen the restart yet;
+	// the member's status.rolledAt outlives an operator restart.
+	restarts map[string]string
 	// maint is the cluster's maintenance: the call running in the
 	// background, if any, and what earlier ones left to know.
 	maint maintMemo
@@ -34,13 +39,14 @@ type memos struct{ m sync.Map }
 // re-created under the same name.
 func (ms *memos) get(c *v1alpha1.EtcdCluster) *memo {
 	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
-	v, _ := ms.m.LoadOrStore(key, &memo{uid: c.UID, sightings: map[string]*remediation.Sighting{}})
+	v, _ := ms.m.LoadOrStore(key, &memo{uid: c.UID, sightings: map[string]*remediation.Sighting{}, restarts: map[string]string{}})
 	mm := v.(*memo)
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
 	if mm.uid != c.UID {
 		mm.maint.stop()
 		mm.uid, mm.lastViewCheck, mm.sightings = c.UID, time.Time{}, map[string]*remediation.Sighting{}
+		mm.restarts = map[string]string{}
 		mm.maint = maintMemo{}
 	}
 	return mm

@@ -161,6 +161,11 @@ func TestCrashRecovery_AfterPatchPromotesOnceReady(t *testing.T) {
 
 	h.readyPod("demo-c")
 	h.etcd.StartMember(learner.ID, "demo-c", clientURL("demo-c"))
+	h.reconcile()
+	h.g.Expect(h.etcd.Promoted).To(BeEmpty(), "ready, but its first boot is not recorded: its startup config still has the list of its add")
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("first start of learner demo-c to be recorded"))
+
+	h.latchBoot("demo-c")
 	h.etcd.SetLearnerReady(learner.ID, false)
 	h.reconcile()
 	h.g.Expect(h.etcd.Promoted).To(BeEmpty(), "etcd refuses while the learner catches up")

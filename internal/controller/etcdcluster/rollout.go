@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,8 +111,9 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 			volumes[m.Name] = vc
 		}
 		rm := rollout.Member{
-			Name: m.Name, Outdated: s.outdated(m), Replace: vc.replace, Expand: vc.expand, Resizing: vc.resizing,
-			Voter: listed && !em.IsLearner, Leader: listed && em.ID == leader, Healthy: s.healthyMember(m),
+			Name: m.Name, Outdated: s.outdated(m) || s.podOutdated(m), Replace: vc.replace, Expand: vc.expand, Resizing: vc.resizing,
+			Voter: listed && !em.IsLearner, Leader: listed && em.ID == leader && leader != 0, Healthy: s.healthyMember(m),
+			DownFor: s.downFor(m),
 		}
 		if listed {
 			rm.Applied = s.etcd.health[em.ID].status.RaftAppliedIndex
@@ -135,7 +135,7 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 			s.cluster.Status.MinorSince.Minor, s.cluster.Status.Observed.Version, remaining)
 		return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
 	}
-	d := rollout.Next(ms, rollout.Options{Paused: s.cluster.Spec.Rollout.Paused, Settling: s.settling()})
+	d := rollout.Next(ms, rollout.Options{Paused: s.cluster.Spec.Rollout.Paused, Settling: s.settling(), Restarting: r.restarting(s)})
 	updated := len(ms) - s.outdatedCount()
 	log := ctrl.LoggerFrom(ctx)
 	switch d.Action {
@@ -154,13 +154,8 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 	case rollout.Restart:
 		m := s.member(d.Member)
 		log.Info("Rolling member to the target template", "member", m.Name, "version", s.cluster.Status.Observed.Version)
-		if err := r.setRolledAt(ctx, s, m); err != nil {
+		if err := r.restartMember(ctx, s, m); err != nil {
 			return ctrl.Result{}, true, err
-		}
-		patch := client.MergeFrom(m.DeepCopy())
-		m.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
-		if err := r.Patch(ctx, m, patch); err != nil {
-			return ctrl.Result{}, true, fmt.Errorf("failed to update the template of EtcdMember %s: %w", m.Name, err)
 		}
 		r.event(s.cluster, corev1.EventTypeNormal, "MemberUpdating", "RollMember",
 			"Restarting member %s on its volume with the new template (etcd %s); %d of %d members updated before it",
@@ -257,23 +252,14 @@ func (r *Reconciler) retireReplaced(ctx context.Context, s *scope) (ctrl.Result,
 	return ctrl.Result{}, false, nil
 }
 
-// setRolledAt records that the rollout is about to restart the member, so
-// that self-heal expects its silence.
-func (r *Reconciler) setRolledAt(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) error {
-	patch := client.MergeFrom(m.DeepCopy())
-	now := metav1.NewTime(s.now)
-	m.Status.RolledAt = &now
-	if err := r.Status().Patch(ctx, m, patch); err != nil {
-		return fmt.Errorf("failed to record the rollout of EtcdMember %s: %w", m.Name, err)
-	}
-	return nil
-}
-
-// clearRolledAt forgets the rollout of members that are healthy on their
-// new template.
+// clearRolledAt forgets the rollout of members that are back: healthy
+// voters on the template the rollout restarted them to.
 func (r *Reconciler) clearRolledAt(ctx context.Context, s *scope) error {
 	for _, m := range s.members {
-		if m.Status.RolledAt == nil || s.outdated(m) || !s.healthyMember(m) {
+		if m.Status.RolledAt == nil {
+			continue
+		}
+		if h, _ := r.restartedTo(s, m); !s.backOn(m, h) {
 			continue
 		}
 		patch := client.MergeFrom(m.DeepCopy())

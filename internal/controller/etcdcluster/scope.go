@@ -536,11 +536,12 @@ func (s *scope) podReady(name string) bool {
 	if p == nil || !p.DeletionTimestamp.IsZero() {
 		return false
 	}
-	// A Pod built from an older spec of its member is on its way out: the
-	// member controller deletes it, but may not have yet. Counting it
-	// ready would let a rollout restart the next member at once.
+	// A Pod built from an older spec of its member, whose restart is
+	// approved, is on its way out: the member controller deletes it, but
+	// may not have yet. Counting it ready would let a rollout restart the
+	// next member at once.
 	for _, m := range s.members {
-		if m.Name == name && pod.Outdated(m, p.Annotations) {
+		if m.Name == name && pod.Leaving(m, p.Annotations) {
 			return false
 		}
 	}

@@ -106,13 +106,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		obs.podLost = true
 		return ctrl.Result{}, nil
 	}
-	if podReady(current) && !m.HasBooted() {
+	// The first boot is latched only once the startup ConfigMap says so
+	// (a self-only --initial-cluster): the cluster controller promotes a
+	// learner only after the latch, so a voter whose data dir is lost can
+	// never restart under its old ID with the member list of its add.
+	booting := podReady(current) && !m.HasBooted()
+	if booting {
 		now := metav1.Now()
 		m.Status.FirstReadyTime = &now
 	}
 	// The startup values must be current before any container starts: the
 	// kubelet reads them at each start, including restarts in place.
 	if err := pod.SyncStartupConfig(ctx, r.Client, params); err != nil {
+		if booting {
+			m.Status.FirstReadyTime = nil
+		}
 		return ctrl.Result{}, err
 	}
 	// What the ConfigMap now holds, for the cluster controller to wait on.
@@ -152,32 +160,43 @@ func (r *Reconciler) currentPod(ctx context.Context, m *v1alpha1.EtcdMember) (*c
 // restartIfOutdated deletes a Pod built from another template than the
 // member's, so that the next pass re-creates it from the member's: this is
 // how a rollout's change of one member's template reaches its Pod, on the
-// same volume, with the same member ID. The cluster controller changes one
-// member's template at a time, after its gate; this controller only
-// follows. A Pod from before templates were hashed gets the hash of the
-// current template, unless a rollout changed the template after the Pod was
-// created.
+// same volume, with the same member ID. It does so only once the cluster
+// controller has approved the restart for the member's current spec
+// (status.restartApproved), which it does one member at a time, after its
+// gate: whatever changed a member's spec, this controller never restarts
+// members on its own, and so never several at once. A Pod from before
+// templates were hashed gets the hash of the current template, unless a
+// rollout changed the template after the Pod was created.
 func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMember, p *corev1.Pod) (bool, error) {
 	if !p.DeletionTimestamp.IsZero() {
 		return false, nil
 	}
-	_, hashed := p.Annotations[pod.TemplateHashAnnotation]
+	h, hashed := p.Annotations[pod.TemplateHashAnnotation]
 	outdated := pod.Outdated(m, p.Annotations)
-	if !hashed {
-		if m.Status.RolledAt == nil || !p.CreationTimestamp.Before(m.Status.RolledAt) {
-			patch := client.MergeFrom(p.DeepCopy())
-			if p.Annotations == nil {
-				p.Annotations = map[string]string{}
-			}
-			p.Annotations[pod.TemplateHashAnnotation] = pod.TemplateHash(m)
-			if err := r.Patch(ctx, p, patch, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
-				return false, fmt.Errorf("failed to record the template hash on Pod %s: %w", p.Name, err)
-			}
-			return false, nil
-		}
+	// A rollout by an operator from before approvals changed the template
+	// of a Pod from before hashes; its RolledAt was the approval.
+	rolledBefore := !hashed && m.Status.RolledAt != nil && p.CreationTimestamp.Before(m.Status.RolledAt)
+	switch {
+	case rolledBefore:
 		outdated = true
+	case !outdated && h != pod.TemplateHash(m):
+		// Unhashed, or hashed the way an older operator did: recorded in
+		// today's form, so that approvals, which carry today's hash, match.
+		patch := client.MergeFrom(p.DeepCopy())
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[pod.TemplateHashAnnotation] = pod.TemplateHash(m)
+		if err := r.Patch(ctx, p, patch, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
+			return false, fmt.Errorf("failed to record the template hash on Pod %s: %w", p.Name, err)
+		}
+		return false, nil
 	}
 	if !outdated {
+		return false, nil
+	}
+	if !pod.RestartApproved(m) && !rolledBefore {
+		ctrl.LoggerFrom(ctx).V(1).Info("The member's Pod is outdated; waiting for the cluster controller to approve its restart", "pod", p.Name)
 		return false, nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Re-creating the member's Pod from its new template", "pod", p.Name)

@@ -1,0 +1,168 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
+)
+
+// A rollout restarts a member by approving its restart to one template hash
+// (status.restartApproved, which the member controller waits for before it
+// re-creates the Pod) and recording when (status.rolledAt). From then until
+// the member is a healthy voter on that template, it is restarting: the
+// rollout restarts nothing else, whatever one look at the member says. The
+// look may predate the restart (a cache behind the API server still shows
+// the old Pod, ready), or a loaded node may fail a look at a member that is
+// fine; neither may let a second member go down while the first comes back.
+
+// expectRestart remembers that the rollout restarted m to the template hash.
+func (mm *memo) expectRestart(m *v1alpha1.EtcdMember, hash string) {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	mm.restarts[memberKey(m)] = hash
+}
+
+// restartOf is the hash the rollout restarted m to, if it has not yet seen
+// the member back on it.
+func (mm *memo) restartOf(m *v1alpha1.EtcdMember) (string, bool) {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	h, ok := mm.restarts[memberKey(m)]
+	return h, ok
+}
+
+// settleRestarts drops the restarts of members that are back or gone.
+func (mm *memo) settleRestarts(keep map[string]bool) {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	for k := range mm.restarts {
+		if !keep[k] {
+			delete(mm.restarts, k)
+		}
+	}
+}
+
+// restartedTo is the template hash a restart of the member in flight goes
+// to, if one is: the operator's own memory of it, or, after an operator
+// restart, the member's record of it.
+func (r *Reconciler) restartedTo(s *scope, m *v1alpha1.EtcdMember) (string, bool) {
+	if h, ok := r.memos.get(s.cluster).restartOf(m); ok {
+		return h, true
+	}
+	if m.Status.RolledAt == nil {
+		return "", false
+	}
+	if m.Status.RestartApproved != "" {
+		return m.Status.RestartApproved, true
+	}
+	// Rolled by an operator from before approvals.
+	return pod.TemplateHash(m), true
+}
+
+// backOn: the member's Pod is built from the template hash, ready by the
+// kubelet's probe, and etcd has the member as a voter that answers and
+// follows the quorum's leader.
+func (s *scope) backOn(m *v1alpha1.EtcdMember, hash string) bool {
+	p := s.pods[m.Name]
+	if p == nil || !p.DeletionTimestamp.IsZero() || !kubeletReady(p) {
+		return false
+	}
+	// A Pod without the hash predates hashing (see pod.Outdated); the
+	// member controller hashes it, and every Pod it builds, at once.
+	if h, ok := p.Annotations[pod.TemplateHashAnnotation]; ok && h != hash {
+		return false
+	}
+	em, listed := s.inEtcd(m)
+	if !listed || em.IsLearner || em.Name == "" {
+		return false
+	}
+	h := s.etcd.health[em.ID]
+	return h.ok() && h.status.LeaderID == s.quorumView().LeaderID && h.status.LeaderID != 0
+}
+
+// restarting names the members the rollout restarted that are not back yet,
+// and forgets the restarts of those that are.
+func (r *Reconciler) restarting(s *scope) []string {
+	var out []string
+	keep := map[string]bool{}
+	for _, m := range s.members {
+		h, ok := r.restartedTo(s, m)
+		if !ok || s.backOn(m, h) {
+			continue
+		}
+		keep[memberKey(m)] = true
+		out = append(out, m.Name)
+	}
+	r.memos.get(s.cluster).settleRestarts(keep)
+	return out
+}
+
+// podOutdated: the member's Pod was built from another spec than the
+// member's, and no restart to the member's spec has been approved: the
+// rollout takes it in turn like a template change.
+func (s *scope) podOutdated(m *v1alpha1.EtcdMember) bool {
+	p := s.pods[m.Name]
+	return p != nil && pod.Outdated(m, p.Annotations) && !pod.RestartApproved(m)
+}
+
+// downFor is how long the kubelet has reported the member's Pod not ready:
+// from its Ready condition's last change, or from the Pod's creation if it
+// never had one (it was never scheduled, say). Zero for a ready Pod, and for
+// none at all: the member controller is about to create it.
+func (s *scope) downFor(m *v1alpha1.EtcdMember) time.Duration {
+	p := s.pods[m.Name]
+	if p == nil || !p.DeletionTimestamp.IsZero() || kubeletReady(p) {
+		return 0
+	}
+	since := p.CreationTimestamp.Time
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
+			since = c.LastTransitionTime.Time
+		}
+	}
+	if since.IsZero() || s.now.Before(since) {
+		return 0
+	}
+	return s.now.Sub(since)
+}
+
+func kubeletReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// restartMember gives the member the target template and approves its
+// restart to it. The template goes first: a member controller that sees it
+// without the approval waits, and if the approval then fails, the next pass
+// finds the member's Pod outdated and approves it in turn. The operator
+// remembers the restart only once both are written (see restarting).
+func (r *Reconciler) restartMember(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) error {
+	if s.outdated(m) {
+		patch := client.MergeFrom(m.DeepCopy())
+		m.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
+		if err := r.Patch(ctx, m, patch); err != nil {
+			return fmt.Errorf("failed to update the template of EtcdMember %s: %w", m.Name, err)
+		}
+	}
+	hash := pod.TemplateHash(m)
+	patch := client.MergeFrom(m.DeepCopy())
+	now := metav1.NewTime(s.now)
+	m.Status.RolledAt = &now
+	m.Status.RestartApproved = hash
+	if err := r.Status().Patch(ctx, m, patch); err != nil {
+		return fmt.Errorf("failed to approve the restart of EtcdMember %s: %w", m.Name, err)
+	}
+	r.memos.get(s.cluster).expectRestart(m, hash)
+	return nil
+}
