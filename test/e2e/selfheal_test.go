@@ -245,7 +245,7 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 		return env.Clientset.CoreV1().Pods(h.ns).Delete(ctx, recreated.Name, metav1.DeleteOptions{})
 	})
 
-	t.Log("a member's WAL and database are corrupted and etcd restarts")
+	t.Log("a member's WAL is corrupted and etcd restarts")
 	corrupt := h.pick(ctx, false)
 	h.recover(ctx, corrupt, "DataCorrupt", func() error {
 		if err := env.CorruptDataDir(ctx, h.ns, corrupt.Name); err != nil {
