@@ -35,8 +35,10 @@ const (
 
 // MemberSample is one look at every member of a cluster.
 type MemberSample struct {
-	// At is when the members were asked.
-	At time.Time
+	// At is when the members were asked; Done when the last of them had
+	// answered or timed out. What the sample shows held at some instant
+	// between the two.
+	At, Done time.Time
 	// Members are the cluster's EtcdMembers that were not being deleted,
 	// sorted.
 	Members []string
@@ -182,6 +184,7 @@ func sampleMembers(ctx context.Context, members []string, addrs map[string]strin
 		}
 		s.Leaders[m] = st.LeaderID
 	}
+	s.Done = time.Now()
 	return s
 }
 
@@ -296,9 +299,11 @@ func stamp(t time.Time) string { return t.Format("15:04:05.000") }
 // LeaderChange is a change of leader the samples show.
 type LeaderChange struct {
 	From, To uint64
-	// LastFrom is the last sample at which a majority followed From;
-	// FirstTo the first after it at which a majority followed To. Samples
-	// between them, if any, had no majority following one leader.
+	// LastFrom is when the last sample at which a majority followed From
+	// was taken: the change came after it. FirstTo is when the first sample
+	// after it at which a majority followed To was complete: the change
+	// came before it. Samples between them, if any, had no majority
+	// following one leader.
 	LastFrom, FirstTo time.Time
 }
 
@@ -314,7 +319,7 @@ func (r MembersDownReport) LeaderChanges() []LeaderChange {
 			continue
 		}
 		if cur != 0 && l != cur {
-			out = append(out, LeaderChange{From: cur, To: l, LastFrom: curAt, FirstTo: s.At})
+			out = append(out, LeaderChange{From: cur, To: l, LastFrom: curAt, FirstTo: s.Done})
 		}
 		cur, curAt = l, s.At
 	}

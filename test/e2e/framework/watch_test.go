@@ -97,7 +97,7 @@ func TestMostFollowedAndCountVoters(t *testing.T) {
 }
 
 func sample(ms int, members, down []string, leaders map[string]uint64) MemberSample {
-	return MemberSample{At: at(ms), Members: members, Down: down, Leaders: leaders}
+	return MemberSample{At: at(ms), Done: at(ms + 20), Members: members, Down: down, Leaders: leaders}
 }
 
 func TestMembersDownReport(t *testing.T) {
@@ -148,7 +148,7 @@ func TestLeaderChanges(t *testing.T) {
 		sample(500, abc, nil, map[string]uint64{"a": 2, "b": 2, "c": 2}),
 	}, 0)
 	got := r.LeaderChanges()
-	want := []LeaderChange{{From: 1, To: 2, LastFrom: at(100), FirstTo: at(300)}}
+	want := []LeaderChange{{From: 1, To: 2, LastFrom: at(100), FirstTo: at(320)}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("changes %+v, want %+v", got, want)
 	}
