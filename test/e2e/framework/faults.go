@@ -45,9 +45,8 @@ func (e *Env) RunEphemeral(ctx context.Context, ns, podName, script string) (int
 		if p.UID != uid {
 			return false, Final(fmt.Errorf("pod %s/%s was replaced; its ephemeral container %s went with the old one", ns, podName, name))
 		}
-		if err := Injectable(p); err != nil {
-			return false, Final(err)
-		}
+		// The container's own end first: the fault may have stopped the
+		// Pod after it ran.
 		for _, s := range p.Status.EphemeralContainerStatuses {
 			if s.Name != name {
 				continue
@@ -59,6 +58,9 @@ func (e *Env) RunEphemeral(ctx context.Context, ns, podName, script string) (int
 			if w := s.State.Waiting; w != nil && ephemeralFailures[w.Reason] {
 				return false, Final(fmt.Errorf("ephemeral container %s of pod %s/%s cannot start: %s: %s", name, ns, podName, w.Reason, w.Message))
 			}
+		}
+		if err := Injectable(p); err != nil {
+			return false, Final(fmt.Errorf("ephemeral container %s did not finish: %w", name, err))
 		}
 		return false, nil
 	})

@@ -358,3 +358,13 @@ func (c LeaderChange) FailureWindow(succeeded []WriteSpan) (WriteSpan, bool) {
 	}
 	return w, found
 }
+
+// podOf is the Pod in pods that runs the member, or nil.
+func podOf(pods []corev1.Pod, member string) *corev1.Pod {
+	for i := range pods {
+		if pods[i].Labels[v1alpha1.MemberLabel] == member {
+			return &pods[i]
+		}
+	}
+	return nil
+}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -109,14 +108,4 @@ func (e *Env) PickHealthyVoter(ctx context.Context, members []v1alpha1.EtcdMembe
 		return v1alpha1.EtcdMember{}, errors.New("no member is a candidate")
 	}
 	return v1alpha1.EtcdMember{}, fmt.Errorf("no candidate is a healthy voter: %w", errors.Join(why...))
-}
-
-// podOf is the Pod in pods that runs the member, or nil.
-func podOf(pods []corev1.Pod, member string) *corev1.Pod {
-	for i := range pods {
-		if pods[i].Labels[v1alpha1.MemberLabel] == member {
-			return &pods[i]
-		}
-	}
-	return nil
 }
