@@ -59,9 +59,10 @@ func (h *healHarness) expectKeysEverywhere(ctx context.Context, prefix string, n
 // stopped, so that self-heal cannot act on the first before the others
 // break, and restarts their etcd on the empty dirs. Every victim is checked
 // to be a healthy voter first, all of them before any fault: once some have
-// lost their data the quorum may be gone, and the rest follow no leader. The operator is started again,
-// with as many replicas as it had, before it returns; whatever fails, the
-// deferred scale-up leaves it running for the tests after.
+// lost their data the quorum may be gone, and the rest follow no leader.
+// The operator is started again, with as many replicas as it had, before it
+// returns; whatever fails, the deferred scale-up leaves it running for the
+// tests after.
 func (h *healHarness) loseDataDirs(ctx context.Context, before func(), victims ...v1alpha1.EtcdMember) {
 	h.t.Helper()
 	for _, m := range victims {
@@ -388,7 +389,8 @@ func TestRecoveryRefusals(t *testing.T) {
 		all := h.members(ctx)
 		lagging, ahead := all[0], all[1]
 		victims := all[2:]
-		// The lagging member's Pod is deleted, which is a fault too.
+		// The survivors too: the lagging one's Pod is deleted, a fault as
+		// well, and the late writes must reach the one ahead.
 		h.expectHealthyVoter(ctx, lagging)
 		h.expectHealthyVoter(ctx, ahead)
 		h.loseDataDirs(ctx, func() {

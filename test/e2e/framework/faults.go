@@ -157,9 +157,9 @@ test -z "$listing"`, dataDir)
 // start with "crc mismatch" whichever segment it reads first. Damage at a
 // random place does not always break anything: past a young WAL's last
 // record etcd takes it for a torn write, repairs the tail and starts; a
-// damaged length field can get a segment "repaired" down to nothing. Damage
-// to the database does not last either: a graceful stop writes a fresh meta
-// page over it.
+// damaged length field can get a segment "repaired" down to nothing. The
+// database is left alone: near its head are bbolt's two meta pages, one of
+// which etcd's graceful stop rewrites while bbolt opens with the other.
 func (e *Env) CorruptDataDir(ctx context.Context, ns, podName string) error {
 	script := fmt.Sprintf(`set -e
 n=0
