@@ -158,19 +158,11 @@ test -z "$listing"`, dataDir)
 // random place does not always break anything: past a young WAL's last
 // record etcd takes it for a torn write, repairs the tail and starts; a
 // damaged length field can get a segment "repaired" down to nothing. The
-// database is left alone: near its head are bbolt's two meta pages, one of
-// which etcd's graceful stop rewrites while bbolt opens with the other.
+// database is left alone: what damage there does depends on the pages it
+// hits (a meta page is rewritten by the graceful stop, a damaged freelist
+// makes bbolt panic), so etcd would not fail one way every time.
 func (e *Env) CorruptDataDir(ctx context.Context, ns, podName string) error {
-	script := fmt.Sprintf(`set -e
-n=0
-for f in %[1]s/member/wal/*.wal; do
-  test -f "$f"
-  printf '\336\255\276\357' | dd of="$f" bs=1 seek=40 conv=notrunc 2>/dev/null
-  test "$(dd if="$f" bs=1 skip=40 count=4 2>/dev/null | od -A n -t x1 | tr -d ' \n')" = deadbeef
-  n=$((n+1))
-done
-test "$n" -ge 1`, dataDir)
-	code, err := e.RunEphemeral(ctx, ns, podName, script)
+	code, err := e.RunEphemeral(ctx, ns, podName, corruptWALScript(dataDir))
 	if err != nil {
 		return err
 	}
@@ -178,6 +170,19 @@ test "$n" -ge 1`, dataDir)
 		return fmt.Errorf("corrupting %s failed (exit %d)", podName, code)
 	}
 	return nil
+}
+
+// corruptWALScript is CorruptDataDir's script for etcd's data dir dir.
+func corruptWALScript(dir string) string {
+	return fmt.Sprintf(`set -e
+n=0
+for f in %[1]s/member/wal/*.wal; do
+  test -f "$f"
+  printf '\336\255\276\357' | dd of="$f" bs=1 seek=40 conv=notrunc 2>/dev/null
+  test "$(dd if="$f" bs=1 skip=40 count=4 2>/dev/null | od -A n -t x1 | tr -d ' \n')" = deadbeef
+  n=$((n+1))
+done
+test "$n" -ge 1`, dir)
 }
 
 // RestartEtcd stops etcd in place; the kubelet restarts the container in

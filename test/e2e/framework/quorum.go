@@ -165,6 +165,12 @@ func (e *Env) lookAtQuorum(ctx context.Context, ns, cluster string) quorumLook {
 			eps = append(eps, fmt.Sprintf("http://%s:%d", p.Status.PodIP, v1alpha1.ClientPort))
 		}
 	}
+	return judgeQuorum(ctx, at, eps)
+}
+
+// judgeQuorum asks each endpoint for its Status, and the leader they follow
+// for the membership.
+func judgeQuorum(ctx context.Context, at time.Time, eps []string) quorumLook {
 	answers := statusAll(ctx, eps, quorumCallTimeout)
 	leader, followers := mostFollowed(answers)
 	if leader == 0 {
