@@ -22,7 +22,8 @@ const (
 	WipeSeed Kind = "wipe-seed"
 	// WipeMember does the same to a member that is not the seed.
 	WipeMember Kind = "wipe-member"
-	// Corrupt overwrites part of the WAL and the database and restarts etcd.
+	// Corrupt damages every WAL segment so that etcd cannot read it, and
+	// restarts etcd.
 	Corrupt Kind = "corrupt"
 	// Partition drops everything but loopback in the member's network
 	// namespace for a while.

@@ -365,16 +365,21 @@ type MemberInfo struct {
 	Name string
 	Seed bool
 	Node string
+	// Healthy: the member is a voter that follows a leader, as etcd itself
+	// says, and its Pod is scheduled, running and ready. A fault meant to
+	// take a member down hits nothing in one that is already down, or whose
+	// Pod never ran.
+	Healthy bool
 }
 
-// Candidates are the members a fault of kind k may hit, sorted by name:
-// the seed for the seed's wipe, anyone else for a plain wipe, and for the
-// rest anyone but the members already hit in this step and, while the seed's
-// wipe is pending, the seed.
+// Candidates are the healthy members a fault of kind k may hit, sorted by
+// name: the seed for the seed's wipe, anyone else for a plain wipe, and for
+// the rest anyone but the members already hit in this step and, while the
+// seed's wipe is pending, the seed.
 func Candidates(k Kind, members []MemberInfo, avoidSeed bool, taken map[string]bool) []string {
 	var out []string
 	for _, m := range members {
-		if taken[m.Name] {
+		if taken[m.Name] || !m.Healthy {
 			continue
 		}
 		switch {

@@ -233,7 +233,7 @@ func TestGlobalEvents(t *testing.T) {
 }
 
 func TestCandidates(t *testing.T) {
-	members := []MemberInfo{{Name: "c-b"}, {Name: "c-a", Seed: true}, {Name: "c-c"}}
+	members := []MemberInfo{{Name: "c-b", Healthy: true}, {Name: "c-a", Seed: true, Healthy: true}, {Name: "c-c", Healthy: true}, {Name: "c-d"}}
 	for _, c := range []struct {
 		kind  Kind
 		avoid bool
@@ -247,10 +247,15 @@ func TestCandidates(t *testing.T) {
 		{Kill, true, nil, []string{"c-b", "c-c"}},
 		{Partition, false, map[string]bool{"c-b": true}, []string{"c-a", "c-c"}},
 		{WipeSeed, false, map[string]bool{"c-a": true}, nil},
+		{CrashReplace, false, nil, []string{"c-a", "c-b", "c-c"}},
 	} {
 		if got := Candidates(c.kind, members, c.avoid, c.taken); !slices.Equal(got, c.want) {
 			t.Errorf("%s avoid=%t taken=%v: %v, want %v", c.kind, c.avoid, c.taken, got, c.want)
 		}
+	}
+	unhealthySeed := []MemberInfo{{Name: "c-a", Seed: true}, {Name: "c-b", Healthy: true}}
+	if got := Candidates(WipeSeed, unhealthySeed, false, nil); got != nil {
+		t.Errorf("a seed that is not healthy is a candidate for its wipe: %v", got)
 	}
 	if got, _ := PickOne([]string{"a", "b", "c"}, 7); got != "b" {
 		t.Fatalf("PickOne by 7 of 3 = %s", got)

@@ -150,7 +150,10 @@ func (m *maintained) watchConditions(ctx context.Context) func() []string {
 // TestMaintenance_DefragmentsAFragmentedClusterByItself leaves more than
 // 64 MiB of each member's database free; the operator must defragment every
 // member by itself, followers before the leader, while a writer sees no
-// failure beyond the one leader move.
+// failure beyond the one leader move. That move is the one the members
+// themselves show, sampled ten times a second: a write may fail only if it
+// was in flight from just before the old leader was last seen to the first
+// write that went through after the new one was.
 func TestMaintenance_DefragmentsAFragmentedClusterByItself(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -166,6 +169,10 @@ func TestMaintenance_DefragmentsAFragmentedClusterByItself(t *testing.T) {
 	w, err := linearizability.Start(linearizability.Config{Endpoints: eps, CallTimeout: 10 * time.Second})
 	m.g.Expect(err).NotTo(HaveOccurred())
 	defer w.Stop()
+	// Started before the writer and stopped after it, so that every write
+	// falls within the samples.
+	members := env.WatchMembersDown(ctx, m.ns, m.name)
+	defer func() { _, _ = members.Stop() }()
 	writer, err := etcdload.StartWriter(eps, 50*time.Millisecond, 10*time.Second)
 	m.g.Expect(err).NotTo(HaveOccurred())
 	defer writer.Stop()
@@ -174,6 +181,13 @@ func TestMaintenance_DefragmentsAFragmentedClusterByItself(t *testing.T) {
 	// never shrinks one: right after it the operator may already have
 	// defragmented a member, and a size read then is the shrunk one.
 	before := m.statuses(ctx)
+	var leaderID uint64
+	for _, st := range before {
+		if st.IsLeader() {
+			leaderID = st.MemberID
+		}
+	}
+	m.g.Expect(leaderID).NotTo(BeZero(), "a member leads before the compaction")
 	t.Log("compacting the history: the free space is now inside each member's file")
 	m.g.Expect(etcdload.Compact(ctx, cli)).To(Succeed())
 	_, err = etcdload.WaitWritable(ctx, cli, "after-compaction", 100*time.Millisecond)
@@ -189,14 +203,26 @@ func TestMaintenance_DefragmentsAFragmentedClusterByItself(t *testing.T) {
 	moves := m.events(ctx, "LeaderMoved")
 	m.g.Expect(moves).To(HaveLen(1), "leadership moved once, away from the leader before its turn")
 	failures, written := writer.Stop()
-	t.Logf("writer: %d writes, %d failed", written, len(failures))
+	sampled, err := members.Stop()
+	m.g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("writer: %d writes, %d failed; members: %s", written, len(failures), sampled)
 	m.g.Expect(written).To(BeNumerically(">", 0))
-	moved := moves[0].EventTime.Time
+	changes := sampled.LeaderChanges()
+	m.g.Expect(changes).To(HaveLen(1), "the members showed leadership move once: %+v", changes)
+	m.g.Expect(changes[0].From).To(Equal(leaderID), "away from the leader before the compaction")
+	var succeeded []framework.WriteSpan
+	for _, ok := range writer.Succeeded() {
+		succeeded = append(succeeded, framework.WriteSpan{Start: ok.Started, End: ok.At})
+	}
+	window, ok := changes[0].FailureWindow(succeeded)
+	m.g.Expect(ok).To(BeTrue(), "a write went through once the new leader was seen")
+	t.Logf("leader %x last seen at %s, %x first seen by %s; writes may fail from %s to %s",
+		changes[0].From, changes[0].LastFrom.Format(time.StampMilli), changes[0].To, changes[0].FirstTo.Format(time.StampMilli),
+		window.Start.Format(time.StampMilli), window.End.Format(time.StampMilli))
 	for _, f := range failures {
-		// The Event is recorded once MoveLeader has returned; a write in
-		// flight during the handover returns around it.
-		m.g.Expect(f.At).To(BeTemporally("~", moved, 10*time.Second),
-			"a write through %s failed at %s, away from the leader move at %s: %v", f.Endpoint, f.At, moved, f.Err)
+		m.g.Expect(framework.WriteSpan{Start: f.Started, End: f.At}.Overlaps(window)).To(BeTrue(),
+			"a write through %s, sent at %s, failed at %s, outside the leader change (%s to %s): %v", f.Endpoint,
+			f.Started.Format(time.StampMilli), f.At.Format(time.StampMilli), window.Start.Format(time.StampMilli), window.End.Format(time.StampMilli), f.Err)
 	}
 
 	done := m.events(ctx, "MemberDefragmented")
@@ -338,90 +364,8 @@ func TestMaintenance_NoSpaceWithLiveDataOverTheQuota(t *testing.T) {
 	}
 }
 
-// quorumProbe asks every member for its status every half second until ctx
-// ends, and reports the first look at which the voters that answer and
-// agree on a leader were not a majority of the voters.
-func quorumProbe(ctx context.Context, m *maintained) func() error {
-	var mu sync.Mutex
-	var lost error
-	looks := 0
-	go func() {
-		for ctx.Err() == nil {
-			if err := quorumHolds(ctx, m); err != nil {
-				mu.Lock()
-				if lost == nil {
-					lost = err
-				}
-				mu.Unlock()
-			}
-			mu.Lock()
-			looks++
-			mu.Unlock()
-			time.Sleep(500 * time.Millisecond)
-		}
-	}()
-	return func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if looks == 0 {
-			return fmt.Errorf("the probe never looked")
-		}
-		return lost
-	}
-}
-
-func quorumHolds(ctx context.Context, m *maintained) error {
-	eps, err := env.MemberEndpoints(ctx, m.ns, m.name)
-	if err != nil || len(eps) == 0 {
-		return nil // between Pods: the next look decides
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := etcd.NewDialer().Dial(ctx, eps)
-	if err != nil {
-		return nil
-	}
-	defer c.Close()
-	var list etcd.MemberList
-	for _, ep := range eps {
-		if list, err = c.MemberListAt(ctx, ep); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("no member answered for the membership: %w", err)
-	}
-	voters, agreeing := 0, map[uint64]int{}
-	for _, mem := range list.Members {
-		if !mem.IsLearner {
-			voters++
-		}
-	}
-	// Each member by its Pod's address: the client URLs etcd lists are
-	// cluster DNS names, which the host running the test cannot resolve.
-	for _, ep := range eps {
-		if st, err := c.Status(ctx, ep); err == nil && !st.IsLearner && st.LeaderID != 0 {
-			agreeing[st.LeaderID]++
-		}
-	}
-	best := 0
-	for _, n := range agreeing {
-		best = max(best, n)
-	}
-	if ctx.Err() != nil {
-		// The probe ran out of its own time (a loaded machine), so the
-		// calls it did not finish say nothing of the members: a member
-		// without a leader answers at once, with no leader in its status.
-		return nil
-	}
-	if best < voters/2+1 {
-		return fmt.Errorf("%d of %d voters follow one leader at %s", best, voters, time.Now().Format(time.RFC3339))
-	}
-	return nil
-}
-
 // rollStorage changes the storage of a 3-member cluster under a writer and
-// a quorum probe, and waits until every member runs on a new volume.
+// a quorum watch, and waits until every member runs on a new volume.
 func rollStorage(ctx context.Context, t *testing.T, prefix string, from, to v1alpha1.StorageSpec, check func(pvc corev1.PersistentVolumeClaim) bool) *maintained {
 	m := newMaintained(ctx, t, prefix, v1alpha1.EtcdClusterSpec{MemberTemplate: v1alpha1.MemberTemplate{Storage: from}})
 	svc, err := env.ClientServiceEndpoint(ctx, m.ns, m.name)
@@ -435,9 +379,8 @@ func rollStorage(ctx context.Context, t *testing.T, prefix string, from, to v1al
 		before[s.Name] = true
 	}
 
-	probeCtx, stopProbe := context.WithCancel(ctx)
-	defer stopProbe()
-	quorumLost := quorumProbe(probeCtx, m)
+	quorum := env.WatchQuorum(ctx, m.ns, m.name)
+	defer func() { _ = quorum.Stop() }()
 	w, err := linearizability.Start(linearizability.Config{Endpoints: []string{svc}, ClientsPerEndpoint: 3, CallTimeout: 5 * time.Second})
 	m.g.Expect(err).NotTo(HaveOccurred())
 	defer w.Stop()
@@ -465,8 +408,8 @@ func rollStorage(ctx context.Context, t *testing.T, prefix string, from, to v1al
 		}
 		return true, nil
 	})).To(Succeed())
-	stopProbe()
-	m.g.Expect(quorumLost()).To(Succeed(), "quorum held throughout")
+	m.g.Expect(quorum.Stop()).To(Succeed(), "quorum held throughout")
+	t.Logf("quorum watch: %s", quorum)
 	report, err := w.Stop().Check(linearizability.CheckOptions{VisualizationPath: filepath.Join(t.ArtifactDir(), prefix+"-history.html")})
 	m.g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("writer: %s", report)

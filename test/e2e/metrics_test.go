@@ -178,15 +178,11 @@ func TestPrometheusScrapesOperatorAndMembers(t *testing.T) {
 	}
 
 	t.Log("a member loses its data: the replacement is counted and EtcdMemberReplaced fires")
-	var victim string
 	var all v1alpha1.EtcdMemberList
 	g.Expect(c.List(ctx, &all, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ClusterLabel: name})).To(Succeed())
-	for _, m := range all.Items {
-		if !m.Spec.Bootstrap {
-			victim = m.Name
-		}
-	}
-	g.Expect(victim).NotTo(BeEmpty())
+	picked, err := env.PickHealthyVoter(ctx, all.Items, func(m *v1alpha1.EtcdMember) bool { return !m.Spec.Bootstrap })
+	g.Expect(err).NotTo(HaveOccurred(), "a member that is not the seed, and a healthy voter, loses its data")
+	victim := picked.Name
 	broken := time.Now()
 	g.Expect(env.WipeDataDir(ctx, ns, victim)).To(Succeed())
 	g.Expect(env.RestartEtcd(ctx, ns, victim)).To(Succeed())

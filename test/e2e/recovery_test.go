@@ -57,11 +57,17 @@ func (h *healHarness) expectKeysEverywhere(ctx context.Context, prefix string, n
 
 // loseDataDirs wipes the named members' data dirs with the operator
 // stopped, so that self-heal cannot act on the first before the others
-// break, and restarts their etcd on the empty dirs. The operator is started
-// again, with as many replicas as it had, before it returns; whatever
-// fails, the deferred scale-up leaves it running for the tests after.
+// break, and restarts their etcd on the empty dirs. Every victim is checked
+// to be a healthy voter first, all of them before any fault: once some have
+// lost their data the quorum may be gone, and the rest follow no leader.
+// The operator is started again, with as many replicas as it had, before it
+// returns; whatever fails, the deferred scale-up leaves it running for the
+// tests after.
 func (h *healHarness) loseDataDirs(ctx context.Context, before func(), victims ...v1alpha1.EtcdMember) {
 	h.t.Helper()
+	for _, m := range victims {
+		h.expectHealthyVoter(ctx, m)
+	}
 	replicas, err := env.OperatorReplicas(ctx)
 	h.g.Expect(err).NotTo(HaveOccurred())
 	h.g.Expect(env.ScaleOperator(ctx, h.t, 0)).To(Succeed())
@@ -287,10 +293,11 @@ func TestRecoverFromASnapshot(t *testing.T) {
 	h.g.Expect(snap.Status.Phase).To(Equal(v1alpha1.SnapshotSucceeded))
 	h.putKeys(ctx, "later", 20)
 
+	survivor := h.pick(ctx, true)
 	first := h.pick(ctx, false)
 	second := h.pick(ctx, false, first.Name)
 	h.loseDataDirs(ctx, nil, first, second)
-	h.waitQuorumLost(ctx, h.pick(ctx, true).Name)
+	h.waitQuorumLost(ctx, survivor.Name)
 
 	plugin := buildPlugin(ctx, t)
 	out, err := runPlugin(ctx, t, plugin, "recover", h.name, "-n", h.ns, "--from-snapshot", "--max-age", "1h")
@@ -382,6 +389,10 @@ func TestRecoveryRefusals(t *testing.T) {
 		all := h.members(ctx)
 		lagging, ahead := all[0], all[1]
 		victims := all[2:]
+		// The survivors too: the lagging one's Pod is deleted, a fault as
+		// well, and the late writes must reach the one ahead.
+		h.expectHealthyVoter(ctx, lagging)
+		h.expectHealthyVoter(ctx, ahead)
 		h.loseDataDirs(ctx, func() {
 			// Stopped for good while the operator is: its Pod is the
 			// member controller's to re-create.

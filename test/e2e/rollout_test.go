@@ -4,11 +4,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -197,64 +195,35 @@ func TestMemoryUpgrade(t *testing.T) {
 }
 
 // TestResourcesChangeRolls: a resources change restarts every member with
-// the new resources, one at a time: a probe that looks every 200 ms never
-// sees two members not ready.
+// the new resources, one at a time: etcd itself, each member asked at its
+// Pod's address every 100 ms, never has two members not answering at once,
+// and has each of them not answering at some point (the samples saw the
+// restarts they are meant to judge).
 func TestResourcesChangeRolls(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	r := newRollCluster(ctx, t, "roll-res", nil)
+	before := names(r.members(ctx))
 
-	var mu sync.Mutex
-	worst := 0
-	probeCtx, stopProbe := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-probeCtx.Done():
-				return
-			case <-tick.C:
-			}
-			pods, err := env.MemberPods(probeCtx, r.ns, r.name)
-			if err != nil {
-				continue
-			}
-			down := 3 - countReady(pods)
-			mu.Lock()
-			worst = max(worst, down)
-			mu.Unlock()
-		}
-	}()
+	watch := env.WatchMembersDown(ctx, r.ns, r.name)
+	defer func() { _, _ = watch.Stop() }()
 	want := resource.MustParse("160Mi")
 	r.g.Expect(r.edit(ctx, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: want}}
 	})).To(Succeed())
 	r.rolled(ctx, 8*time.Minute)
-	stopProbe()
-	<-done
+	seen, err := watch.Stop()
+	r.g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("members: %s", seen)
 	pods, err := env.MemberPods(ctx, r.ns, r.name)
 	r.g.Expect(err).NotTo(HaveOccurred())
 	for name, p := range pods {
 		got := p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]
 		r.g.Expect(got.Cmp(want)).To(BeZero(), "%s runs with the new resources", name)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	r.g.Expect(worst).To(BeNumerically("<=", 1), "at no moment were two members not ready")
-}
-
-func countReady(pods map[string]*corev1.Pod) int {
-	n := 0
-	for _, p := range pods {
-		if p.DeletionTimestamp == nil && framework.PodReady(p) {
-			n++
-		}
-	}
-	return n
+	r.g.Expect(seen.MaxDown).To(BeNumerically("<=", 1), "at no sample were two members down: %s", seen)
+	r.g.Expect(seen.SeenDown()).To(ConsistOf(before), "every member was seen down while it restarted: %s", seen)
 }
 
 // TestVersionRefusals: a skipped minor is refused at admission with its
@@ -291,13 +260,38 @@ func TestVersionRefusals(t *testing.T) {
 }
 
 // TestFailingVersionStopsTheRollout: a version whose image cannot start
-// stops the rollout after its first member, with a condition naming it;
-// setting the version back heals it.
+// stops the rollout after its first member, with a condition and a Warning
+// Event naming it, and it stays stopped: look after look, one member is
+// updated and the others run on, in the Pods they had, never restarted.
+// Setting the version back heals it.
 func TestFailingVersionStopsTheRollout(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	r := newRollCluster(ctx, t, "fail-roll", nil)
+	// Each Pod as it was, by UID and etcd restarts: a member the rollout
+	// touched has a new Pod.
+	type podState struct {
+		uid      types.UID
+		restarts int32
+	}
+	stateOf := func(p *corev1.Pod) podState {
+		s := podState{uid: p.UID}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "etcd" {
+				s.restarts = cs.RestartCount
+			}
+		}
+		return s
+	}
+	pods, err := env.MemberPods(ctx, r.ns, r.name)
+	r.g.Expect(err).NotTo(HaveOccurred())
+	r.g.Expect(pods).To(HaveLen(3))
+	before := map[string]podState{}
+	for name, p := range pods {
+		before[name] = stateOf(p)
+	}
+
 	r.g.Expect(r.edit(ctx, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.99" })).To(Succeed())
 	var failed metav1.Condition
 	r.g.Expect(framework.WaitFor(ctx, 4*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
@@ -310,18 +304,47 @@ func TestFailingVersionStopsTheRollout(t *testing.T) {
 		return false, nil
 	})).To(Succeed())
 	r.g.Expect(failed.Message).To(ContainSubstring("cannot start etcd 3.6.99"))
-	cl := r.get(ctx)
-	r.g.Expect(cl.Status.UpdatedMembers).To(BeEquivalentTo(1), "the rollout stopped after its first member")
-	r.g.Expect(meta.IsStatusConditionTrue(cl.Status.Conditions, v1alpha1.AvailableCondition)).To(BeTrue())
-	var members v1alpha1.EtcdMemberList
-	r.g.Expect(r.c.List(ctx, &members, client.InNamespace(r.ns))).To(Succeed())
-	onNew := 0
-	for _, m := range members.Items {
-		if m.Spec.Version == "3.6.99" {
-			onNew++
+
+	// Stopped is a claim about a span of time, so it is checked look after
+	// look over one, each look finding the same single member updated.
+	var updated string
+	looks := 0
+	r.g.Consistently(func(g Gomega) {
+		looks++
+		cl := &v1alpha1.EtcdCluster{}
+		g.Expect(r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: r.name}, cl)).To(Succeed())
+		g.Expect(cl.Status.UpdatedMembers).To(BeEquivalentTo(1), "the rollout stopped after its first member")
+		ready := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(v1alpha1.RolloutFailedReason))
+		g.Expect(meta.IsStatusConditionTrue(cl.Status.Conditions, v1alpha1.AvailableCondition)).To(BeTrue())
+		var members v1alpha1.EtcdMemberList
+		g.Expect(r.c.List(ctx, &members, client.InNamespace(r.ns), client.MatchingLabels{v1alpha1.ClusterLabel: r.name})).To(Succeed())
+		var onNew []string
+		for _, m := range members.Items {
+			if m.Spec.Version == "3.6.99" {
+				onNew = append(onNew, m.Name)
+			}
 		}
-	}
-	r.g.Expect(onNew).To(Equal(1), fmt.Sprintf("one member was updated: %v", members.Items))
+		g.Expect(onNew).To(HaveLen(1), "one member was updated")
+		if updated == "" {
+			updated = onNew[0]
+		}
+		g.Expect(onNew[0]).To(Equal(updated), "the same member at every look")
+		pods, err := env.MemberPods(ctx, r.ns, r.name)
+		g.Expect(err).NotTo(HaveOccurred())
+		for name, was := range before {
+			if name == updated {
+				continue
+			}
+			p := pods[name]
+			g.Expect(p).NotTo(BeNil(), "%s has its Pod", name)
+			g.Expect(stateOf(p)).To(Equal(was), "%s runs on in its Pod, never restarted", name)
+			g.Expect(framework.PodReady(p)).To(BeTrue(), "%s is ready", name)
+		}
+	}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(3 * time.Second).Should(Succeed())
+	r.g.Expect(looks).To(BeNumerically(">=", 5), "the stopped rollout was looked at several times")
+	r.expectEvent(ctx, v1alpha1.RolloutFailedReason, "member "+updated+" cannot start etcd 3.6.99")
 
 	r.g.Expect(r.edit(ctx, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = v1alpha1.DefaultEtcdVersion })).To(Succeed())
 	healed := r.rolled(ctx, 4*time.Minute)

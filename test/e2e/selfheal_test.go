@@ -73,14 +73,33 @@ func (h *healHarness) members(ctx context.Context) []v1alpha1.EtcdMember {
 	return list.Items
 }
 
+// pick returns the first member with the given bootstrap flag, and not in
+// skip, that etcd counts as a healthy voter (framework.HealthyVoter). Picked
+// from the API's list alone, a victim could be a member whose Pod never ran
+// (a stuck scale-up's), and the fault meant for a voter would hit nothing.
 func (h *healHarness) pick(ctx context.Context, seed bool, skip ...string) v1alpha1.EtcdMember {
-	for _, m := range h.members(ctx) {
-		if m.Spec.Bootstrap == seed && !contains(skip, m.Name) {
-			return m
+	h.t.Helper()
+	var m v1alpha1.EtcdMember
+	var why error
+	err := framework.WaitFor(ctx, time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		var list v1alpha1.EtcdMemberList
+		if err := h.c.List(ctx, &list, client.InNamespace(h.ns), client.MatchingLabels{v1alpha1.ClusterLabel: h.name}); err != nil {
+			return false, err
 		}
-	}
-	h.t.Fatalf("no member with bootstrap=%t left", seed)
-	return v1alpha1.EtcdMember{}
+		m, why = env.PickHealthyVoter(ctx, list.Items, func(m *v1alpha1.EtcdMember) bool {
+			return m.Spec.Bootstrap == seed && !contains(skip, m.Name)
+		})
+		return why == nil, nil
+	})
+	h.g.Expect(err).NotTo(HaveOccurred(), "a member with bootstrap=%t, not one of %v, that is a healthy voter: %v", seed, skip, why)
+	return m
+}
+
+// expectHealthyVoter asserts, just before a fault, that its victim is still
+// a healthy voter.
+func (h *healHarness) expectHealthyVoter(ctx context.Context, victim v1alpha1.EtcdMember) {
+	h.t.Helper()
+	h.g.Expect(env.HealthyVoter(ctx, &victim)).To(Succeed(), "the victim %s is a healthy voter before the fault", victim.Name)
 }
 
 // recover injects a fault into the victim and asserts the whole recovery:
@@ -94,6 +113,7 @@ func (h *healHarness) recover(ctx context.Context, victim v1alpha1.EtcdMember, r
 	h.g.Expect(err).NotTo(HaveOccurred())
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	wrong := startProbe(probeCtx, fmt.Sprintf("http://%s:2379", pod.Status.PodIP))
+	h.expectHealthyVoter(ctx, victim)
 	start := time.Now()
 	h.g.Expect(fault()).To(Succeed())
 
@@ -225,7 +245,7 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 		return env.Clientset.CoreV1().Pods(h.ns).Delete(ctx, recreated.Name, metav1.DeleteOptions{})
 	})
 
-	t.Log("a member's WAL and database are corrupted and etcd restarts")
+	t.Log("a member's WAL is corrupted and etcd restarts")
 	corrupt := h.pick(ctx, false)
 	h.recover(ctx, corrupt, "DataCorrupt", func() error {
 		if err := env.CorruptDataDir(ctx, h.ns, corrupt.Name); err != nil {
@@ -260,6 +280,9 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 	// again afterwards: an operator restart in the middle of an outage.
 	replicas, err := env.OperatorReplicas(ctx)
 	h.g.Expect(err).NotTo(HaveOccurred())
+	// Both while the cluster is whole, before anything is stopped.
+	h.expectHealthyVoter(ctx, first)
+	h.expectHealthyVoter(ctx, second)
 	h.g.Expect(env.ScaleOperator(ctx, t, 0)).To(Succeed())
 	defer func() { h.g.Expect(env.ScaleOperator(context.Background(), t, replicas)).To(Succeed()) }()
 	for _, m := range []v1alpha1.EtcdMember{first, second} {

@@ -9,22 +9,31 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// WriteError is one write a Writer saw fail, and when it returned.
+// WriteError is one write a Writer saw fail: when it was sent, and when it
+// returned.
 type WriteError struct {
+	Started  time.Time
 	At       time.Time
 	Endpoint string
 	Err      error
 }
 
+// Written is one write that succeeded: when it was sent, and when it was
+// acknowledged.
+type Written struct {
+	Started, At time.Time
+	Endpoint    string
+}
+
 // Writer puts a counter through each of its endpoints, one client pinned to
-// each, and records every failure with its time, so that a test can tell
-// what it was a failure of.
+// each, and records every write with its times, so that a test can tell what
+// a failure was a failure of, and when writes went through again.
 type Writer struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	errs    []WriteError
-	written int
+	oks     []Written
 	clients []*clientv3.Client
 }
 
@@ -54,13 +63,15 @@ func (w *Writer) run(c *clientv3.Client, ep, key string, interval, callTimeout t
 		case <-time.After(interval):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		started := time.Now()
 		_, err := c.Put(ctx, key, fmt.Sprint(n))
+		at := time.Now()
 		cancel()
 		w.mu.Lock()
 		if err != nil {
-			w.errs = append(w.errs, WriteError{At: time.Now(), Endpoint: ep, Err: err})
+			w.errs = append(w.errs, WriteError{Started: started, At: at, Endpoint: ep, Err: err})
 		} else {
-			w.written++
+			w.oks = append(w.oks, Written{Started: started, At: at, Endpoint: ep})
 		}
 		w.mu.Unlock()
 	}
@@ -80,5 +91,12 @@ func (w *Writer) Stop() ([]WriteError, int) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]WriteError(nil), w.errs...), w.written
+	return append([]WriteError(nil), w.errs...), len(w.oks)
+}
+
+// Succeeded are the writes that went through, in the order they returned.
+func (w *Writer) Succeeded() []Written {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Written(nil), w.oks...)
 }

@@ -154,8 +154,11 @@ func (r *run) operatorDown(ctx context.Context, ev chaos.GlobalEvent, clusters [
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var errs []error
+	// One map for the whole outage: two faults drawn for one cluster must
+	// hit two members, as the admission of the event counted them.
+	taken := map[string]bool{}
 	for _, f := range ev.MemberFaults {
-		name, err := r.pickVictim(ctx, f, map[string]bool{})
+		name, err := r.pickVictim(ctx, f, taken)
 		if err != nil {
 			errs = append(errs, err)
 			continue

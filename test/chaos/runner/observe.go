@@ -42,20 +42,27 @@ func (r *run) listMembers(ctx context.Context, cluster string) ([]v1alpha1.EtcdM
 }
 
 // members are the live members of a cluster with what victim selection
-// needs: the seed flag and the node.
+// needs: the seed flag, the node, and whether etcd counts the member as a
+// healthy voter.
 func (r *run) members(ctx context.Context, cluster string) ([]chaos.MemberInfo, error) {
 	list, err := r.listMembers(ctx, cluster)
 	if err != nil {
 		return nil, err
 	}
 	var out []chaos.MemberInfo
-	for _, m := range list {
+	for i := range list {
+		m := &list[i]
 		if !m.DeletionTimestamp.IsZero() {
 			continue
 		}
 		info := chaos.MemberInfo{Name: m.Name, Seed: m.Spec.Bootstrap}
 		if p, err := r.env.Clientset.CoreV1().Pods(r.cfg.Namespace).Get(ctx, m.Name, metav1.GetOptions{}); err == nil {
 			info.Node = p.Spec.NodeName
+		}
+		if err := r.env.HealthyVoter(ctx, m); err != nil {
+			r.cfg.Logf("chaos: %s is no victim now: %v", m.Name, err)
+		} else {
+			info.Healthy = true
 		}
 		out = append(out, info)
 	}

@@ -5,6 +5,7 @@ package framework
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -147,17 +148,36 @@ func (e *Env) CreateNamespace(t testing.TB, prefix string) string {
 	return created.Name
 }
 
-// WaitFor polls cond every interval until it returns true or timeout passes.
+// Final marks an error of a WaitFor condition as the end of the wait: what
+// it reports cannot turn into what is waited for (a Pod that failed will not
+// succeed), so waiting on would only turn a reason into a timeout. Any other
+// error of a condition is taken as transient and retried.
+func Final(err error) error { return finalError{err} }
+
+type finalError struct{ err error }
+
+func (f finalError) Error() string { return f.err.Error() }
+func (f finalError) Unwrap() error { return f.err }
+
+// WaitFor polls cond every interval until it returns true or timeout passes,
+// or until cond returns an error made by Final.
 func WaitFor(ctx context.Context, timeout, interval time.Duration, cond func(context.Context) (bool, error)) error {
 	var last error
+	var final finalError
 	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
+		if errors.As(err, &final) {
+			return false, final.err
+		}
 		if err != nil {
 			last = err
 			return false, nil
 		}
 		return ok, nil
 	})
+	if final.err != nil {
+		return final.err
+	}
 	if err != nil && last != nil {
 		return fmt.Errorf("%w (last error: %v)", err, last)
 	}
@@ -187,7 +207,7 @@ func (e *Env) WaitForPodSucceeded(ctx context.Context, ns, name string, timeout 
 			return false, err
 		}
 		if p.Status.Phase == corev1.PodFailed {
-			return false, fmt.Errorf("pod %s/%s failed: %s", ns, name, e.Kubectl(ctx, "logs", "-n", ns, name, "--all-containers").Stdout)
+			return false, Final(fmt.Errorf("pod %s/%s failed: %s", ns, name, e.Kubectl(ctx, "logs", "-n", ns, name, "--all-containers").Stdout))
 		}
 		return p.Status.Phase == corev1.PodSucceeded, nil
 	})

@@ -10,10 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -181,18 +179,24 @@ func isEtcdOf(args []string, member string) bool {
 // the polite variant; SIGKILL cannot be sent from inside the Pod, as etcd is
 // its PID namespace's init. Before the signal the process is checked to be
 // etcd serving this member, so a PID reused in between is never hit. It
-// waits, like RestartEtcd, until the restart shows or the Pod is gone.
+// waits, like RestartEtcd, until the restart shows or the Pod is gone. A Pod
+// that is not scheduled or not running, or whose etcd is not running, has
+// nothing to kill: that fails the call at once, rather than passing for a
+// fault that was injected.
 func (e *Env) KillEtcd(ctx context.Context, ns, podName string) error {
 	pod, err := e.Clientset.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	before, running, err := e.etcdContainer(ctx, ns, podName)
+	if err := Injectable(pod); err != nil {
+		return err
+	}
+	before, running, err := etcdContainer(pod)
 	if err != nil {
 		return err
 	}
 	if !running {
-		return nil
+		return fmt.Errorf("etcd of pod %s/%s is not running: nothing to kill", ns, podName)
 	}
 	pid, err := ContainerProcess(pod, "etcd")
 	if err != nil {
@@ -208,11 +212,5 @@ func (e *Env) KillEtcd(ctx context.Context, ns, podName string) error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("failed to SIGKILL etcd (pid %d) of %s/%s: %w", pid, ns, podName, err)
 	}
-	return WaitFor(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		n, _, err := e.etcdContainer(ctx, ns, podName)
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return err == nil && n > before, err
-	})
+	return e.waitEtcdRestarted(ctx, pod, before, false)
 }
