@@ -145,6 +145,17 @@ const (
 	// out of the client Service at once, and replaced only if the
 	// disagreement lasts; if a later check agrees, it is let back in.
 	MemberFencedReason = "MemberFenced"
+	// MemberUnschedulableReason: the scheduler has found no place for a
+	// member's Pod for a minute (a node selector or affinity that no node
+	// meets where its volume lives, a volume that is never provisioned). A
+	// replacement would meet the same refusal, so none is made; fix the
+	// spec or the nodes. A rollout that led to it stops (RolloutFailed).
+	MemberUnschedulableReason = "MemberUnschedulable"
+	// MemberCannotJoinReason: a member that has not joined yet failed its
+	// first start (etcd refused its member list, or no peer answered it).
+	// It holds no data, so it is not replaced: the kubelet restarts it with
+	// the member list the operator keeps current.
+	MemberCannotJoinReason = "MemberCannotJoin"
 )
 
 // Reasons of the VersionsAligned condition.

@@ -18,6 +18,11 @@ const (
 	// DivergenceConfirmAfter is how long a disagreement that could be a lag
 	// must persist before the member is replaced; it is fenced meanwhile.
 	DivergenceConfirmAfter = 10 * time.Second
+	// UnschedulableAfter is how long the scheduler may find no place for a
+	// member's Pod before the member is reported as one that cannot be
+	// scheduled. Shorter waits are routine: a volume being provisioned, or
+	// the Pod it replaces still leaving the node.
+	UnschedulableAfter = time.Minute
 )
 
 // Facts is what a pass observed about one member.
@@ -48,6 +53,10 @@ type Facts struct {
 	// Learner: etcd lists the member as a learner. A learner that answers
 	// slowly is catching up, which is what learners do.
 	Learner bool
+	// NeverStarted: etcd lists the member but it has never joined (etcd
+	// names a member once it has), and it has not booted: it holds no data
+	// to lose, so an empty data dir is only the start it has not made.
+	NeverStarted bool
 	// InMaintenance: the operator itself is working on the member (it is
 	// being defragmented, or a rollout restarted it), so its silence, or
 	// the restarts of a template that does not run, are expected: replacing
@@ -56,11 +65,13 @@ type Facts struct {
 }
 
 // Verdict is a decision to replace a member, or, with FenceOnly, to take it
-// out of client traffic while a disagreement is confirmed.
+// out of client traffic while a disagreement is confirmed, or, with Hold, a
+// failure to report that a replacement would not cure.
 type Verdict struct {
 	Reason    Reason
 	Detail    string
 	FenceOnly bool
+	Hold      bool
 }
 
 // Assess decides whether the member must be replaced.
@@ -86,6 +97,13 @@ func Assess(f Facts, now time.Time) (Verdict, bool) {
 	if f.Pod == nil || !f.Pod.DeletionTimestamp.IsZero() {
 		return Verdict{}, false
 	}
+	if since := UnschedulableSince(f.Pod); !since.IsZero() && now.Sub(since) >= UnschedulableAfter {
+		// A replacement would be made from the same template and volume
+		// class, and meet the same refusal: it is reported, and the rollout
+		// that led to it, if one did, stops on it.
+		return Verdict{Reason: Unschedulable, Hold: true, Detail: fmt.Sprintf("its Pod has not been scheduled for %s: %s",
+			now.Sub(since).Round(time.Second), schedulerMessage(f.Pod))}, true
+	}
 	cs := containerStatus(f.Pod, f.Container)
 	if cs == nil || oomKilled(cs) {
 		return Verdict{}, false
@@ -103,9 +121,19 @@ func Assess(f Facts, now time.Time) (Verdict, bool) {
 			if t == nil {
 				continue
 			}
-			if reason, line, ok := ClassifyTermination(t.Message); ok {
-				return Verdict{Reason: reason, Detail: fmt.Sprintf("etcd exited with code %d: %s", t.ExitCode, line)}, true
+			reason, line, ok := ClassifyTermination(t.Message)
+			switch {
+			case !ok:
+				continue
+			case reason == DataDirLost && f.NeverStarted:
+				// A joiner whose first start etcd refused (its member list
+				// went stale while it waited, or no peer answered it): a new
+				// member would ask the same way, and the kubelet's next
+				// restart asks again with the list the operator keeps fresh.
+				return Verdict{Reason: CannotJoin, Hold: true, Detail: fmt.Sprintf(
+					"its first start failed, and it holds no data to lose (etcd exited with code %d: %s)", t.ExitCode, line)}, true
 			}
+			return Verdict{Reason: reason, Detail: fmt.Sprintf("etcd exited with code %d: %s", t.ExitCode, line)}, true
 		}
 		if cs.RestartCount >= CrashLoopRestarts && !f.InMaintenance {
 			return Verdict{Reason: CrashLoop, Detail: fmt.Sprintf("not ready after %d restarts", cs.RestartCount)}, true
@@ -171,4 +199,14 @@ func oomKilled(cs *corev1.ContainerStatus) bool {
 		}
 	}
 	return false
+}
+
+// schedulerMessage is why the scheduler could not place the Pod.
+func schedulerMessage(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return shorten(c.Message)
+		}
+	}
+	return "no reason given"
 }

@@ -25,6 +25,18 @@ const (
 	// NodeLost: the member's node has been gone, unreachable or unable to
 	// run it for longer than the cluster's selfHeal.nodeLostAfterSeconds.
 	NodeLost Reason = "NodeLost"
+	// Unschedulable is never a replacement: the scheduler has found no place
+	// for the member's Pod for UnschedulableAfter (a node selector or
+	// affinity no node meets where its volume lives, a volume that is never
+	// provisioned). A new member would meet the same refusal, so it is
+	// reported (Verdict.Hold) until the spec or the nodes change.
+	Unschedulable Reason = "Unschedulable"
+	// CannotJoin is never a replacement either: a member that has not
+	// joined yet failed its first start (etcd refused its member list, or
+	// no peer answered it). It holds no data, and a replacement would join
+	// the same way, so it is reported (Verdict.Hold) and restarted in place
+	// by the kubelet, with the member list the operator keeps current.
+	CannotJoin Reason = "CannotJoin"
 )
 
 // fatalSignature is a fragment of a fatal log line etcd writes before exiting,

@@ -68,6 +68,12 @@ type Diverging struct {
 	Definitive bool
 	// Aspect is what the difference is about.
 	Aspect Aspect
+	// Key names the difference itself where the aspect has one to name (the
+	// two member lists): only the same difference seen for long enough is
+	// confirmed. During membership changes one after another, a member that
+	// is merely behind shows a new difference at each look, never one that
+	// lasts.
+	Key string
 }
 
 // Diverged reports whether there is a difference at all.
@@ -84,17 +90,17 @@ func Divergence(q QuorumView, status *etcd.EndpointStatus, own *etcd.MemberList)
 	if status != nil {
 		switch {
 		case q.ClusterID != 0 && status.ClusterID != 0 && status.ClusterID != q.ClusterID:
-			return Diverging{fmt.Sprintf("it reports cluster ID %016x, the quorum %016x", status.ClusterID, q.ClusterID), true, AspectStatus}
+			return Diverging{fmt.Sprintf("it reports cluster ID %016x, the quorum %016x", status.ClusterID, q.ClusterID), true, AspectStatus, ""}
 		case status.LeaderID == status.MemberID && status.MemberID != q.LeaderID:
 			alone := own != nil && len(own.Members) == 1 && len(q.Members) > 1
 			detail := fmt.Sprintf("it reports itself leader while the quorum follows %016x", q.LeaderID)
 			if alone {
 				detail = fmt.Sprintf("it leads a one-member cluster of its own while the quorum of %d follows %016x", len(q.Members), q.LeaderID)
 			}
-			return Diverging{detail, alone, AspectStatus}
+			return Diverging{detail, alone, AspectStatus, ""}
 		case status.LeaderID != 0 && status.LeaderID != q.LeaderID && status.RaftTerm < q.LeaderTerm:
 			return Diverging{fmt.Sprintf("it follows %016x at term %d while the quorum follows %016x at term %d",
-				status.LeaderID, status.RaftTerm, q.LeaderID, q.LeaderTerm), false, AspectStatus}
+				status.LeaderID, status.RaftTerm, q.LeaderID, q.LeaderTerm), false, AspectStatus, ""}
 		}
 	}
 	if own != nil {
@@ -106,7 +112,8 @@ func Divergence(q QuorumView, status *etcd.EndpointStatus, own *etcd.MemberList)
 		slices.Sort(ids)
 		slices.Sort(want)
 		if !slices.Equal(ids, want) {
-			return Diverging{fmt.Sprintf("its member list has %d members, the quorum's %d, and they differ", len(ids), len(want)), false, AspectMembers}
+			return Diverging{Detail: fmt.Sprintf("its member list has %d members, the quorum's %d, and they differ", len(ids), len(want)),
+				Aspect: AspectMembers, Key: fmt.Sprintf("%x/%x", ids, want)}
 		}
 	}
 	return Diverging{}
@@ -115,6 +122,7 @@ func Divergence(q QuorumView, status *etcd.EndpointStatus, own *etcd.MemberList)
 // Sighting records when a disagreement on one aspect was first seen.
 type Sighting struct {
 	Aspect Aspect
+	Key    string
 	Since  time.Time
 }
 
@@ -130,8 +138,9 @@ func (o Observed) covers(a Aspect) bool {
 
 // Confirm carries a first sighting from one pass to the next and says
 // whether the disagreement may now cost the member its data: it is
-// definitive, or it has been seen on the same aspect, with no agreeing look
-// at that aspect in between, for at least DivergenceConfirmAfter. A look
+// definitive, or the same difference has been seen on the same aspect, with
+// no agreeing look at that aspect in between, for at least
+// DivergenceConfirmAfter. A look
 // that agrees clears the sighting; a pass that did not look at the aspect
 // leaves it as it was.
 func Confirm(prev *Sighting, d Diverging, seen Observed, now time.Time) (*Sighting, bool) {
@@ -142,8 +151,8 @@ func Confirm(prev *Sighting, d Diverging, seen Observed, now time.Time) (*Sighti
 		return prev, false
 	}
 	next := prev
-	if next == nil || next.Aspect != d.Aspect {
-		next = &Sighting{Aspect: d.Aspect, Since: now}
+	if next == nil || next.Aspect != d.Aspect || next.Key != d.Key {
+		next = &Sighting{Aspect: d.Aspect, Key: d.Key, Since: now}
 	}
 	return next, d.Definitive || now.Sub(next.Since) >= DivergenceConfirmAfter
 }

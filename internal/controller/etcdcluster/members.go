@@ -15,6 +15,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
+	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
 
 // syncMemberStatus copies etcd's view of each member (its ID and whether it
@@ -125,13 +126,25 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
 	// Finishing such an add only lets the learner's Pod start; it is not
-	// a membership change, so self-heal still runs in the same pass.
+	// a membership change, so self-heal still runs in the same pass. A
+	// joiner that has not started yet gets etcd's list again whenever the
+	// membership changed since its add (a removal, say): etcd refuses a
+	// first start whose --initial-cluster counts other members than it
+	// finds ("member count is unequal").
 	for _, m := range s.members {
-		if _, listed := s.inEtcd(m); listed && m.Pending() {
+		em, listed := s.inEtcd(m)
+		if !listed || m.HasBooted() || em.Name != "" {
+			continue
+		}
+		want := initialClusterFrom(s.etcd.list)
+		if m.Spec.InitialCluster == want {
+			continue
+		}
+		if m.Pending() {
 			s.setProgress(v1alpha1.ScalingUpReason, "starting learner %s", m.Name)
-			if err := r.setInitialCluster(ctx, m, initialClusterFrom(s.etcd.list)); err != nil {
-				return ctrl.Result{}, err
-			}
+		}
+		if err := r.setInitialCluster(ctx, m, want); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	if res, acted, err := r.remediate(ctx, s); acted || err != nil {
@@ -264,6 +277,13 @@ func (s *scope) holdsNothing(m *v1alpha1.EtcdMember) bool {
 	return em.IsLearner && em.Name == "" && !m.HasBooted()
 }
 
+// cannotStart: the member holds nothing and the scheduler has found no place
+// for its Pod. One that is only slow to start (its image being pulled, its
+// volume made) is not given up: it is about to hold data.
+func (s *scope) cannotStart(m *v1alpha1.EtcdMember) bool {
+	return s.holdsNothing(m) && !remediation.UnschedulableSince(s.pods[m.Name]).IsZero()
+}
+
 // completeAdd adds a member to etcd as a learner and hands it etcd's member
 // list. Its peer URL is recorded, so whether etcd already has it is a
 // lookup, and the add is never issued twice. A replacement waits until the
@@ -284,7 +304,7 @@ func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.Etcd
 		// member was added since: so the next add waits for that start.
 		// A replacement must not wait on a learner that may never start
 		// (one that cannot be scheduled); such a learner yields to it.
-		if m.Spec.Replaces != "" && s.holdsNothing(u) && !u.Spec.Bootstrap {
+		if m.Spec.Replaces != "" && s.cannotStart(u) && !u.Spec.Bootstrap {
 			r.event(s.cluster, corev1.EventTypeNormal, "LearnerYielded", "RemoveMember",
 				"Removing learner %s, which never started, so that %s can join", u.Name, m.Name)
 			if err := r.Delete(ctx, u); client.IgnoreNotFound(err) != nil {
@@ -343,7 +363,7 @@ func (r *Reconciler) idleLearner(s *scope, m *v1alpha1.EtcdMember) *v1alpha1.Etc
 		if o.Name == m.Name || o.Spec.Replaces != "" {
 			continue
 		}
-		if em, listed := s.inEtcd(o); listed && s.holdsNothing(o) && em.IsLearner {
+		if em, listed := s.inEtcd(o); listed && s.cannotStart(o) && em.IsLearner {
 			return o
 		}
 	}

@@ -57,6 +57,7 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 		em, listed := s.inEtcd(m)
 		if listed {
 			facts.Learner = em.IsLearner
+			facts.NeverStarted = em.Name == "" && !m.HasBooted()
 			h := s.etcd.health[em.ID]
 			facts.EndpointHealthy = h.ok()
 			var status *etcd.EndpointStatus
@@ -73,7 +74,11 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 				s.unfence = append(s.unfence, m)
 			}
 		}
-		if v, act := remediation.Assess(facts, s.now); act {
+		v, act := remediation.Assess(facts, s.now)
+		switch {
+		case act && v.Hold:
+			s.held = append(s.held, brokenMember{member: m, verdict: v, voter: listed && !em.IsLearner, id: em.ID})
+		case act:
 			broken = append(broken, brokenMember{member: m, verdict: v, voter: listed && !em.IsLearner, id: em.ID})
 		}
 	}

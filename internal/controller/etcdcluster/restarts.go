@@ -166,3 +166,57 @@ func (r *Reconciler) restartMember(ctx context.Context, s *scope, m *v1alpha1.Et
 	r.memos.get(s.cluster).expectRestart(m, hash)
 	return nil
 }
+
+// refreshIdle handles, one per pass, members that hold nothing (never
+// started) and are not on the target: they cost nothing to change, and
+// waiting for them would wait for ever on what the target has given up (a
+// node selector that no node meets, say, which keeps a learner from
+// starting, and so from the promotion everything else waits for).
+//
+// A replacement the rollout made for a member that is on the target again
+// (the change was set back before it joined) is dropped; any other such
+// member is given the target template and its Pod re-created.
+func (r *Reconciler) refreshIdle(ctx context.Context, s *scope) (bool, error) {
+	if s.cluster.Spec.Rollout.Paused || s.versionRefused != nil {
+		return false, nil
+	}
+	for x, y := range s.replacedBy {
+		orig := s.member(x)
+		if orig == nil || !s.holdsNothing(y) || s.outdated(orig) || s.podOutdated(orig) || s.isBroken(orig) {
+			continue
+		}
+		r.event(s.cluster, corev1.EventTypeNormal, "ReplacementAbandoned", "RemoveMember",
+			"Removing member %s, which never started: %s, which it was to replace, is on the target template again", y.Name, x)
+		s.setProgress(v1alpha1.RollingUpdateReason, "removing %s: %s no longer needs replacing", y.Name, x)
+		if err := r.Delete(ctx, y); client.IgnoreNotFound(err) != nil {
+			return true, fmt.Errorf("failed to delete EtcdMember %s: %w", y.Name, err)
+		}
+		return true, nil
+	}
+	for _, m := range s.members {
+		if !s.holdsNothing(m) || !s.outdated(m) && !s.podOutdated(m) {
+			continue
+		}
+		if err := r.restartMember(ctx, s, m); err != nil {
+			return true, err
+		}
+		r.event(s.cluster, corev1.EventTypeNormal, "MemberUpdating", "RollMember",
+			"Giving member %s, which has never started, the new template at once", m.Name)
+		s.setProgress(v1alpha1.RollingUpdateReason, "giving %s, which has never started, the new template", m.Name)
+		return true, nil
+	}
+	return false, nil
+}
+
+// isBroken: self-heal judged the member broken this pass.
+func (s *scope) isBroken(m *v1alpha1.EtcdMember) bool {
+	if m == nil {
+		return false
+	}
+	for _, b := range s.broken {
+		if b.member.Name == m.Name {
+			return true
+		}
+	}
+	return false
+}

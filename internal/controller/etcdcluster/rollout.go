@@ -90,6 +90,9 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 	if err := r.clearRolledAt(ctx, s); err != nil {
 		return ctrl.Result{}, true, err
 	}
+	if acted, err := r.refreshIdle(ctx, s); acted || err != nil {
+		return ctrl.Result{}, true, err
+	}
 	counted := s.counted()
 	if len(counted) != s.desiredReplicas() {
 		return ctrl.Result{}, false, nil
@@ -176,8 +179,8 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 		}
 		s.replacedBy[m.Name] = y
 		r.event(s.cluster, corev1.EventTypeNormal, "MemberUpdating", "RollMember",
-			"Replacing member %s by %s with the new template (etcd %s): it joins first, then %s leaves; %d of %d members updated before it",
-			m.Name, y.Name, y.Spec.Version, m.Name, updated, len(ms))
+			"Replacing member %s by %s with the new template (etcd %s), since %s: it joins first, then %s leaves; %d of %d members updated before it",
+			m.Name, y.Name, y.Spec.Version, volumes[m.Name].why, m.Name, updated, len(ms))
 		s.setProgress(v1alpha1.RollingUpdateReason, "replacing member %s by %s (%d of %d members updated)", m.Name, y.Name, updated, len(ms))
 		res, err := r.completeAdd(ctx, s, y)
 		return res, true, err
@@ -274,6 +277,15 @@ func (r *Reconciler) clearRolledAt(ctx context.Context, s *scope) error {
 // rolloutFailure names a member the rollout updated that has not come back:
 // it cannot start its image, or crash-loops.
 func (s *scope) rolloutFailure() (string, bool) {
+	for _, b := range s.held {
+		m := b.member
+		switch {
+		case m.Status.RolledAt != nil:
+			return fmt.Sprintf("member %s cannot be scheduled with the new template: %s", m.Name, b.verdict.Detail), true
+		case m.Spec.Replaces != "" && s.replacedBy[m.Spec.Replaces] == m && !s.isBroken(s.member(m.Spec.Replaces)):
+			return fmt.Sprintf("member %s, made to replace %s with the new template, cannot be scheduled: %s", m.Name, m.Spec.Replaces, b.verdict.Detail), true
+		}
+	}
 	for _, m := range s.members {
 		if m.Status.RolledAt == nil || s.outdated(m) || s.healthyMember(m) {
 			continue

@@ -109,4 +109,3 @@ func TestRolloutSafety_ACacheBehindTheRestartDoesNotStartTheNext(t *testing.T) {
 	}
 	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("demo-a"))
 }
-

@@ -51,6 +51,9 @@ type scope struct {
 	reached bool
 	// broken are members self-heal judged beyond restarting.
 	broken []brokenMember
+	// held are members with a failure that no replacement would cure (a
+	// Pod that cannot be scheduled): reported, never replaced.
+	held []brokenMember
 	// loss is how the voters stand: who answers, who is gone and why.
 	loss recovery.Loss
 	// unfence are fenced members whose view agrees with the quorum's again.

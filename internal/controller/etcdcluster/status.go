@@ -15,6 +15,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/maintenance"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
+	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
 
 // updateStatus computes every status field from the scope. It is the only
@@ -353,6 +354,15 @@ func setMembersHealthy(s *scope) {
 		b := s.broken[0]
 		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.ReplacingMemberReason,
 			fmt.Sprintf("%s: %s: %s", b.member.Name, b.verdict.Reason, b.verdict.Detail))
+	case len(s.held) > 0 && s.held[0].verdict.Reason == remediation.CannotJoin:
+		b := s.held[0]
+		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.MemberCannotJoinReason,
+			fmt.Sprintf("%s has not joined: %s; it restarts in place", b.member.Name, b.verdict.Detail))
+	case len(s.held) > 0:
+		b := s.held[0]
+		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.MemberUnschedulableReason,
+			fmt.Sprintf("%s cannot be scheduled (%s); a replacement would not be either, so none is made: change the member template's scheduling, or the nodes",
+				b.member.Name, b.verdict.Detail))
 	default:
 		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionTrue, v1alpha1.AllMembersHealthyReason,
 			"no member is broken")

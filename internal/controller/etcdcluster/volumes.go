@@ -14,10 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/scheduling"
 )
 
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch
 
 // volumeExpansionTimeout is how long a volume may take to grow online before
 // the member is replaced instead. A StorageClass may claim expansion that its
@@ -43,9 +45,13 @@ type volumeChange struct {
 // expansion keeps the member, its ID and its data where they are.
 func (r *Reconciler) volumeChangeOf(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) (volumeChange, error) {
 	have, want := m.Spec.Storage, s.cluster.Status.Observed.Storage
-	switch {
-	case have.Medium == v1alpha1.StorageMediumMemory:
+	if have.Medium == v1alpha1.StorageMediumMemory {
 		return volumeChange{replace: true, why: "its data lives in memory"}, nil
+	}
+	if why, stuck, err := r.volumeExcluded(ctx, s, m); err != nil || stuck {
+		return volumeChange{replace: stuck, why: why}, err
+	}
+	switch {
 	case equality.Semantic.DeepEqual(have, want):
 		return volumeChange{}, nil
 	case !equality.Semantic.DeepEqual(have.StorageClassName, want.StorageClassName):
@@ -75,6 +81,43 @@ func (r *Reconciler) volumeChangeOf(ctx context.Context, s *scope, m *v1alpha1.E
 		return volumeChange{replace: true, why: why}, err
 	}
 	return volumeChange{expand: true}, nil
+}
+
+// volumeExcluded: the target's scheduling rules exclude the node the
+// member's volume is bound to, so a restart in place could never be
+// scheduled; a new member on a new volume, placed where the rules allow,
+// takes its place instead. A volume that is not bound to a node moves with
+// its Pod, and a member on a node that is gone is self-heal's.
+func (r *Reconciler) volumeExcluded(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) (string, bool, error) {
+	target := s.cluster.Status.Observed.MemberTemplate
+	node := s.nodes[s.nodeOf(m)]
+	if node == nil || !scheduling.Changed(m.Spec.MemberTemplate, target) {
+		return "", false, nil
+	}
+	ok, why := scheduling.Admits(node, target)
+	if ok {
+		return "", false, nil
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: v1alpha1.DataVolumeClaimName(m.Name)}, pvc)
+	switch {
+	case apierrors.IsNotFound(err) || err == nil && pvc.Spec.VolumeName == "":
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("failed to get the volume of EtcdMember %s: %w", m.Name, err)
+	}
+	pv := &corev1.PersistentVolume{}
+	err = r.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("failed to get PersistentVolume %s of EtcdMember %s: %w", pvc.Spec.VolumeName, m.Name, err)
+	}
+	if a := pv.Spec.NodeAffinity; a == nil || a.Required == nil {
+		return "", false, nil
+	}
+	return fmt.Sprintf("its volume is bound to node %s, and %s", node.Name, why), true, nil
 }
 
 // expandable: the claim's StorageClass allows volume expansion.

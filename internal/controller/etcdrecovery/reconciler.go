@@ -15,11 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/recovery"
 )
@@ -331,6 +333,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.EtcdRecovery{}).
 		Watches(&v1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToRecoveries)).
 		Named("etcdrecovery").
+		WithOptions(controller.Options{RateLimiter: ratelimit.Capped()}).
 		Complete(r)
 }
 

@@ -17,10 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/component/backupjob"
+	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
 	"github.com/quorumctl/etcd-operator/internal/metrics"
 )
 
@@ -313,5 +315,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.EtcdSnapshot{}).
 		Owns(&batchv1.Job{}).
 		Named("etcdsnapshot").
+		WithOptions(controller.Options{RateLimiter: ratelimit.Capped()}).
 		Complete(r)
 }

@@ -18,11 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/component/backupjob"
+	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
 	"github.com/quorumctl/etcd-operator/internal/metrics"
 )
 
@@ -379,5 +381,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.EtcdSnapshotSchedule{}).
 		Owns(&v1alpha1.EtcdSnapshot{}).
 		Named("etcdsnapshotschedule").
+		WithOptions(controller.Options{RateLimiter: ratelimit.Capped()}).
 		Complete(r)
 }
