@@ -163,6 +163,12 @@ func (r *Reconciler) restartMember(ctx context.Context, s *scope, m *v1alpha1.Et
 	if err := r.Status().Patch(ctx, m, patch); err != nil {
 		return fmt.Errorf("failed to approve the restart of EtcdMember %s: %w", m.Name, err)
 	}
+	if m.Status.RestartApproved != hash {
+		// The API server dropped the field: its CRD predates it, and the
+		// member controller would wait for an approval that never comes.
+		return fmt.Errorf("the API server did not keep status.restartApproved of EtcdMember %s: the EtcdMember CRD is older than the operator; "+
+			"apply the chart's CRDs (kubectl apply --server-side --force-conflicts -f charts/etcd-operator/crds/)", m.Name)
+	}
 	r.memos.get(s.cluster).expectRestart(m, hash)
 	return nil
 }
