@@ -326,6 +326,15 @@ func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.Etcd
 	})
 	switch {
 	case etcd.IsTooManyLearners(err):
+		for _, l := range s.etcd.learners() {
+			if r.memberFor(s, l) == nil {
+				// A learner no member accounts for (its member went
+				// without the finalizer's removal) would hold the slot
+				// for ever: promote, which removes it, comes later.
+				res, _, err := r.promoteStep(ctx, s, l)
+				return res, err
+			}
+		}
 		if l := r.idleLearner(s, m); l != nil {
 			log.Info("Removing a learner that never started, to make room", "learner", l.Name)
 			r.event(s.cluster, corev1.EventTypeNormal, "LearnerYielded", "RemoveMember",

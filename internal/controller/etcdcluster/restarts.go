@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
+	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
 
 // A rollout restarts a member by approving its restart to one template hash
@@ -174,10 +175,13 @@ func (r *Reconciler) restartMember(ctx context.Context, s *scope, m *v1alpha1.Et
 }
 
 // refreshIdle handles, one per pass, members that hold nothing (never
-// started) and are not on the target: they cost nothing to change, and
-// waiting for them would wait for ever on what the target has given up (a
-// node selector that no node meets, say, which keeps a learner from
-// starting, and so from the promotion everything else waits for).
+// started), cannot start as they are, and are not on the target: they cost
+// nothing to change, and waiting for them would wait for ever on what the
+// target has given up (a node selector that no node meets, say, which keeps
+// a learner from starting, and so from the promotion everything else waits
+// for). One that can start is left alone: self-heal gives a replacement the
+// template of the member it replaces on purpose, so that a bad pending edit
+// cannot keep it from starting.
 //
 // A replacement the rollout made for a member that is on the target again
 // (the change was set back before it joined) is dropped; any other such
@@ -200,7 +204,7 @@ func (r *Reconciler) refreshIdle(ctx context.Context, s *scope) (bool, error) {
 		return true, nil
 	}
 	for _, m := range s.members {
-		if !s.holdsNothing(m) || !s.outdated(m) && !s.podOutdated(m) {
+		if !s.holdsNothing(m) || !s.outdated(m) && !s.podOutdated(m) || !s.cannotRun(m) {
 			continue
 		}
 		if err := r.restartMember(ctx, s, m); err != nil {
@@ -221,6 +225,24 @@ func (s *scope) isBroken(m *v1alpha1.EtcdMember) bool {
 	}
 	for _, b := range s.broken {
 		if b.member.Name == m.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// cannotRun: the scheduler finds no place for the member's Pod, or its etcd
+// container cannot start its image, or keeps failing.
+func (s *scope) cannotRun(m *v1alpha1.EtcdMember) bool {
+	p := s.pods[m.Name]
+	if p == nil {
+		return false
+	}
+	if !remediation.UnschedulableSince(p).IsZero() {
+		return true
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && imageFailures[w.Reason] || cs.RestartCount >= rolloutCrashRestarts {
 			return true
 		}
 	}

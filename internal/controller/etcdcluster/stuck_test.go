@@ -212,3 +212,51 @@ func TestStuck_OnlyALearnerThatCannotBeScheduledYields(t *testing.T) {
 	h.reconcile()
 	h.g.Expect(h.exists("demo-u")).To(BeFalse(), "one that cannot be scheduled yields to the replacement")
 }
+
+// Self-heal gives a replacement the template of the member it replaces, so
+// that a bad pending edit cannot keep it from starting; the step that gives
+// members that never started the target leaves such a replacement alone, as
+// it can start.
+func TestStuck_AReplacementKeepsTheTemplateThatRuns(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b", "demo-c")
+	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.NodeSelector = badSelector })
+	h.setReplicas(4)
+	for i := 0; i < 5 && len(h.etcd.AddedLearners) == 0; i++ {
+		h.reconcile()
+	}
+	h.withFinalizers()
+	h.unschedulable(h.learnerNamed(), h.now.Add(-time.Hour))
+	h.breakPod("demo-b", "Error", wipedFatal)
+	var y *v1alpha1.EtcdMember
+	for i := 0; i < 10 && y == nil; i++ {
+		h.reconcile()
+		h.runFinalizers()
+		h.collectGarbage()
+		y = h.replacementOf("demo-b")
+	}
+	h.g.Expect(y).NotTo(BeNil(), "demo-b is replaced")
+	for i := 0; i < 10; i++ {
+		h.reconcile()
+		h.runFinalizers()
+		h.collectGarbage()
+		h.g.Expect(h.member(y.Name).Spec.NodeSelector).To(BeNil(), "pass %d: the replacement keeps the template that runs", i)
+	}
+}
+
+// A learner no member accounts for (its member went before its finalizer
+// could remove it from etcd) is removed when it holds etcd's learner slot
+// that a pending member needs; otherwise that member would wait for ever.
+func TestStuck_AnOrphanLearnerGivesUpItsSlot(t *testing.T) {
+	h := newHarness(t)
+	h.formed(4, "demo-a", "demo-b", "demo-c")
+	h.etcd.SetMaxLearners(1)
+	orphan := h.etcd.AddLearner(peerURL("demo-gone"))
+	h.addMember("demo-d", 0, false, true)
+	for i := 0; i < 3 && len(h.etcd.AddedLearners) == 0; i++ {
+		h.reconcile()
+	}
+	_, still := h.etcdMember(peerURL("demo-gone"))
+	h.g.Expect(still).To(BeFalse(), "the orphan learner %s is removed", orphan.IDString())
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1), "and the pending member is added")
+}
