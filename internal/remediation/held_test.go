@@ -71,7 +71,9 @@ func TestAssessHoldsAJoinerThatNeverStarted(t *testing.T) {
 // confirmed diverged; the same difference lasting is.
 func TestConfirmNeedsTheSameDifferenceToLast(t *testing.T) {
 	g := NewWithT(t)
-	q := func(ids ...uint64) QuorumView { return QuorumView{ClusterID: 9, Members: ids, LeaderID: 1, LeaderTerm: 4} }
+	q := func(ids ...uint64) QuorumView {
+		return QuorumView{ClusterID: 9, Members: ids, LeaderID: 1, LeaderTerm: 4}
+	}
 	own := func(ids ...uint64) *etcd.MemberList {
 		l := &etcd.MemberList{ClusterID: 9}
 		for _, id := range ids {
