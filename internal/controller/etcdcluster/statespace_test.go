@@ -308,13 +308,15 @@ var namedWaits = map[string]bool{
 }
 
 const (
-	// maxPasses bounds a run; the longest legitimate one (a replacement,
-	// a scale-down and a rollout of every member) takes about half.
-	maxPasses = 40
+	// maxPasses bounds a run; the longest on today's code takes 31.
+	maxPasses = 60
 	// stillFor is how many passes in a row may leave the state unchanged
-	// before the run counts as stuck; the clock moves on with each, so a
-	// wait on time is over long before.
-	stillFor = 8
+	// before the run counts as stuck. Nothing happens between them but the
+	// clock, which moves on by stillTick after each: every wait on time the
+	// operator has (a node lost, a member unresponsive, a divergence
+	// confirmed, a member down past a bound) is over long before.
+	stillFor  = 10
+	stillTick = time.Minute
 )
 
 func TestStateSpace_EveryPassStepsOrWaitsOnANamedCondition(t *testing.T) {
@@ -358,7 +360,8 @@ func run(t *testing.T, st state) {
 	seen[fp] = 0
 	still := 0
 	for pass := 1; pass <= maxPasses; pass++ {
-		if checkPass(w, st, pass, o) {
+		requeue, done := checkPass(w, st, pass, o)
+		if done {
 			t.Logf("at the spec after %d passes", pass)
 			return
 		}
@@ -367,7 +370,11 @@ func run(t *testing.T, st state) {
 		o = w.step()
 		checkQuorum(h, pass, was, o)
 		next := o.fingerprint()
+		// The next pass comes when it asked to be looked at again, or when
+		// the world's change is seen: a second, say.
+		h.now = h.now.Add(min(max(requeue, time.Second), 30*time.Second))
 		if next == fp {
+			h.now = h.now.Add(stillTick)
 			still++
 			h.g.Expect(still).To(BeNumerically("<", stillFor), "no progress: %s (unchanged for %d passes; %s)",
 				strings.Join(w.stuck(o), "; "), still, readyOf(h))
@@ -391,9 +398,10 @@ func readyOf(h *harness) string {
 	return fmt.Sprintf("Ready=%s %s: %s", r.Status, r.Reason, r.Message)
 }
 
-// checkPass runs one pass from the state before and checks it; it says
-// whether the cluster is what its spec says and reports so.
-func checkPass(w *world, st state, pass int, before *observed) bool {
+// checkPass runs one pass from the state before and checks it. It returns
+// when the pass asked to be looked at again, and whether the cluster is
+// what its spec says and reports so.
+func checkPass(w *world, st state, pass int, before *observed) (time.Duration, bool) {
 	h := w.h
 	h.t.Helper()
 	h.etcd.Calls, h.etcd.Removed, h.etcd.Promoted = nil, nil, nil
@@ -470,8 +478,8 @@ func checkPass(w *world, st state, pass int, before *observed) bool {
 		}
 	}
 
-	h.now = h.now.Add(min(max(res.RequeueAfter, time.Second), 30*time.Second))
-	return len(w.stuck(after)) == 0 && (ready.Status == metav1.ConditionTrue || st.report == reportPhaseErr && ready.Reason == v1alpha1.ObjectNotOwnedReason)
+	return res.RequeueAfter, len(w.stuck(after)) == 0 &&
+		(ready.Status == metav1.ConditionTrue || st.report == reportPhaseErr && ready.Reason == v1alpha1.ObjectNotOwnedReason)
 }
 
 func replaceable(b brokenKind) bool {
