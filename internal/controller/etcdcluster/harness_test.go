@@ -44,6 +44,9 @@ type harness struct {
 	r      *Reconciler
 	now    time.Time
 	events *events.FakeRecorder
+	// tracker is what the fake API server stores; reading it directly
+	// costs no JSON round trip.
+	tracker clienttesting.ObjectTracker
 }
 
 func newHarness(t *testing.T) *harness {
@@ -62,7 +65,8 @@ func newHarness(t *testing.T) *harness {
 	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
 	c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).
 		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdMember{}, &v1alpha1.EtcdRecovery{}).Build()
-	h := &harness{t: t, g: NewWithT(t), c: c, etcd: etcdfake.New(), now: time.Unix(1_700_000_000, 0), events: events.NewFakeRecorder(100)}
+	h := &harness{t: t, g: NewWithT(t), c: c, etcd: etcdfake.New(), now: time.Unix(1_700_000_000, 0),
+		events: events.NewFakeRecorder(100), tracker: tracker}
 	h.r = &Reconciler{Client: c, APIReader: c, Dialer: h.etcd, ClusterDomain: testDomain, Recorder: h.events,
 		Now: func() time.Time { return h.now }}
 	return h
