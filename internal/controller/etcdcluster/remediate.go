@@ -76,6 +76,9 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 		}
 		v, act := remediation.Assess(facts, s.now)
 		switch {
+		case act && v.Hold && p != nil && pod.Leaving(m, p.Annotations):
+			// The Pod the verdict is about is being re-created from a newer
+			// spec: its successor is judged on its own.
 		case act && v.Hold:
 			s.held = append(s.held, brokenMember{member: m, verdict: v, voter: listed && !em.IsLearner, id: em.ID})
 		case act:

@@ -88,6 +88,12 @@ func (s *scope) backOn(m *v1alpha1.EtcdMember, hash string) bool {
 	return h.ok() && h.status.LeaderID == s.quorumView().LeaderID && h.status.LeaderID != 0
 }
 
+// builtFor: the member's Pod carries the template hash.
+func (s *scope) builtFor(m *v1alpha1.EtcdMember, hash string) bool {
+	p := s.pods[m.Name]
+	return p != nil && hash != "" && p.Annotations[pod.TemplateHashAnnotation] == hash
+}
+
 // restarting names the members the rollout restarted that are not back yet,
 // and forgets the restarts of those that are.
 func (r *Reconciler) restarting(s *scope) []string {

@@ -280,7 +280,8 @@ func (s *scope) rolloutFailure() (string, bool) {
 	for _, b := range s.held {
 		m := b.member
 		switch {
-		case m.Status.RolledAt != nil:
+		case m.Status.RolledAt != nil && s.builtFor(m, m.Status.RestartApproved):
+			// Judged on the Pod the restart made, not on the one before it.
 			return fmt.Sprintf("member %s cannot be scheduled with the new template: %s", m.Name, b.verdict.Detail), true
 		case m.Spec.Replaces != "" && s.replacedBy[m.Spec.Replaces] == m && !s.isBroken(s.member(m.Spec.Replaces)):
 			return fmt.Sprintf("member %s, made to replace %s with the new template, cannot be scheduled: %s", m.Name, m.Spec.Replaces, b.verdict.Detail), true

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
-	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/recovery"
@@ -539,15 +538,10 @@ func (s *scope) podReady(name string) bool {
 	if p == nil || !p.DeletionTimestamp.IsZero() {
 		return false
 	}
-	// A Pod built from an older spec of its member, whose restart is
-	// approved, is on its way out: the member controller deletes it, but
-	// may not have yet. Counting it ready would let a rollout restart the
-	// next member at once.
-	for _, m := range s.members {
-		if m.Name == name && pod.Leaving(m, p.Annotations) {
-			return false
-		}
-	}
+	// A Pod on its way out (built from an older spec, its restart
+	// approved) is still ready until it goes: the rollout does not take it
+	// for its successor (see restarting), and the member controller
+	// restarts it only while the others keep a quorum.
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue

@@ -27,9 +27,11 @@ type observed struct {
 	pvcs    []corev1.PersistentVolumeClaim
 	etcd    []etcd.Member
 	leader  uint64
-	// up is, by member name, whether its etcd runs on a Pod built from its
-	// spec and answers for the cluster.
+	// up is, by member name, whether its etcd runs on a ready Pod and
+	// answers for the cluster.
 	up map[string]bool
+	// leaving: the member's restart is approved and its Pod not yet gone.
+	leaving map[string]bool
 	// lagging are the endpoints whose Status still lags behind.
 	lagging []string
 }
@@ -63,9 +65,16 @@ func (w *world) observeAPI() *observed {
 func (w *world) observeEtcd(o *observed) {
 	o.etcd, o.leader = w.h.etcd.Members(), w.h.etcd.Leader()
 	sort.Slice(o.etcd, func(i, j int) bool { return o.etcd[i].ID < o.etcd[j].ID })
-	o.up = map[string]bool{}
+	o.up, o.leaving = map[string]bool{}, map[string]bool{}
 	for _, m := range o.members {
-		o.up[m.Name] = o.podUp(&m) && !pod.Outdated(&m, o.pods[m.Name].Annotations) && w.faults[m.Name] == noFault
+		// A Pod built from an older spec runs until the member controller
+		// deletes it, which it does only for an approved restart, and only
+		// while etcd keeps a quorum without the member; the cluster
+		// controller's approval is what the safety checks judge it by.
+		o.up[m.Name] = o.podUp(&m) && w.faults[m.Name] == noFault
+		if p := o.pods[m.Name]; p != nil && pod.Leaving(&m, p.Annotations) {
+			o.leaving[m.Name] = true
+		}
 	}
 	o.lagging = o.lagging[:0]
 	for url := range w.resetStatusAt {
@@ -150,15 +159,25 @@ func (o *observed) fingerprint() string {
 	return b.String()
 }
 
-// downVoters names the members etcd counts as voters that are down, or
-// about to go down because their Pod no longer matches their spec.
+// downVoters names the members etcd counts as voters that are down.
 func (o *observed) downVoters() []string {
+	return o.votersWhere(func(n string) bool { return !o.up[n] })
+}
+
+// goingDownVoters names the voters that are down, or that the cluster
+// controller has approved a restart of (their Pod no longer matches their
+// spec): what a pass decided, whatever the member controller then does.
+func (o *observed) goingDownVoters() []string {
+	return o.votersWhere(func(n string) bool { return !o.up[n] || o.leaving[n] })
+}
+
+func (o *observed) votersWhere(f func(string) bool) []string {
 	var out []string
 	for _, em := range o.etcd {
 		if em.IsLearner {
 			continue
 		}
-		if m := o.memberByPeerURL(em.PeerURLs[0]); m != nil && !o.up[m.Name] {
+		if m := o.memberByPeerURL(em.PeerURLs[0]); m != nil && f(m.Name) {
 			out = append(out, m.Name)
 		}
 	}
@@ -207,7 +226,7 @@ func checkSafety(h *harness, pass int, before, after *observed) {
 		h.g.Expect(before.booted()[id]).To(BeTrue(),
 			"pass %d: learner %s promoted before FirstReadyTime was recorded in the API server", pass, m)
 	}
-	downBefore, downAfter := before.downVoters(), after.downVoters()
+	downBefore, downAfter := before.goingDownVoters(), after.goingDownVoters()
 	var taken []string
 	for _, n := range downAfter {
 		if !slices.Contains(downBefore, n) {

@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
 )
 
 // latchTarget adopts the spec as the target the pass works towards
@@ -109,6 +110,9 @@ func (s *scope) targetReached() bool {
 			return false
 		}
 		if s.cluster.Status.Observed != nil && s.outdated(m) {
+			return false
+		}
+		if p := s.pods[m.Name]; p != nil && pod.Outdated(m, p.Annotations) {
 			return false
 		}
 	}

@@ -57,7 +57,9 @@ func (r *Reconciler) finalize(ctx context.Context, m *v1alpha1.EtcdMember) (ctrl
 		log.Info("Releasing member stopped by a disaster recovery without removing it from etcd", "recovery", rec.Name)
 		return ctrl.Result{}, r.releaseFinalizer(ctx, m)
 	}
+	unlock := r.disruptions.lock(m)
 	done, wait, err := r.removeFromEtcd(ctx, cluster, m)
+	unlock()
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -158,6 +160,7 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 	}
 	if !self.IsLearner {
 		healthy := healthyVoters(ctx, c, list)
+		r.discount(healthy, list, siblings.Items, r.disruptions.restarting(m))
 		voters, healthyOthers := 0, 0
 		for _, v := range list.Members {
 			if v.IsLearner {
@@ -230,7 +233,10 @@ func healthyVoters(ctx context.Context, c etcd.Client, list etcd.MemberList) map
 	}
 	out := map[uint64]bool{}
 	for i, v := range list.Members {
-		out[v.ID] = statuses[i] != nil && statuses[i].HealthyDespiteNoSpace(alarms)
+		st := statuses[i]
+		// A member that answers for another cluster (one that formed a
+		// cluster of its own) holds none of this one's data.
+		out[v.ID] = st != nil && st.HealthyDespiteNoSpace(alarms) && (st.ClusterID == 0 || list.ClusterID == 0 || st.ClusterID == list.ClusterID)
 	}
 	return out
 }
@@ -250,6 +256,7 @@ func findSelf(list etcd.MemberList, m *v1alpha1.EtcdMember, peerURL string) (etc
 }
 
 func (r *Reconciler) releaseFinalizer(ctx context.Context, m *v1alpha1.EtcdMember) error {
+	r.disruptions.forget(m)
 	// The optimistic lock keeps a finalizer added by someone else meanwhile
 	// from being dropped with ours.
 	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})

@@ -38,6 +38,9 @@ type Reconciler struct {
 	Workers int
 	// OperatorImage downloads a restored cluster's snapshot in its seed.
 	OperatorImage string
+
+	// disruptions keeps a cluster's removals and restarts from interleaving.
+	disruptions disruptions
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch;patch
@@ -101,6 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.disruptions.settle(m, current, podReady(current))
 	if m.LostPod(current) {
 		// tmpfs went with the Pod: a new Pod would start with nothing under
 		// the old member ID. The cluster controller replaces the member.
@@ -133,7 +137,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if restarted, err := r.restartToForce(ctx, m, p); err != nil || restarted {
 		return ctrl.Result{}, err
 	}
-	if restarted, err := r.restartIfOutdated(ctx, m, p); err != nil || restarted {
+	if restarted, held, err := r.restartIfOutdated(ctx, m, p); err != nil || restarted || held {
+		if held {
+			return ctrl.Result{RequeueAfter: requeueDisruption}, err
+		}
 		return ctrl.Result{}, err
 	}
 	obs.pod = p
@@ -168,9 +175,9 @@ func (r *Reconciler) currentPod(ctx context.Context, m *v1alpha1.EtcdMember) (*c
 // members on its own, and so never several at once. A Pod from before
 // templates were hashed gets the hash of the current template, unless a
 // rollout changed the template after the Pod was created.
-func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMember, p *corev1.Pod) (bool, error) {
+func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMember, p *corev1.Pod) (restarted, held bool, err error) {
 	if !p.DeletionTimestamp.IsZero() {
-		return false, nil
+		return false, false, nil
 	}
 	h, hashed := p.Annotations[pod.TemplateHashAnnotation]
 	outdated := pod.Outdated(m, p.Annotations)
@@ -189,16 +196,25 @@ func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMemb
 		}
 		p.Annotations[pod.TemplateHashAnnotation] = pod.TemplateHash(m)
 		if err := r.Patch(ctx, p, patch, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
-			return false, fmt.Errorf("failed to record the template hash on Pod %s: %w", p.Name, err)
+			return false, false, fmt.Errorf("failed to record the template hash on Pod %s: %w", p.Name, err)
 		}
-		return false, nil
+		return false, false, nil
 	}
 	if !outdated {
-		return false, nil
+		return false, false, nil
 	}
 	if !pod.RestartApproved(m) && !rolledBefore {
 		ctrl.LoggerFrom(ctx).V(1).Info("The member's Pod is outdated; waiting for the cluster controller to approve its restart", "pod", p.Name)
-		return false, nil
+		return false, false, nil
+	}
+	// The cluster controller approved it from its look; etcd has the last
+	// word, now, with no removal of this cluster in between.
+	defer r.disruptions.lock(m)()
+	if ok, why, err := r.restartAllowed(ctx, m); err != nil || !ok {
+		if why != "" {
+			ctrl.LoggerFrom(ctx).Info("Holding an approved restart", "pod", p.Name, "reason", why)
+		}
+		return false, true, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Re-creating the member's Pod from its new template", "pod", p.Name)
 	if r.Recorder != nil {
@@ -206,9 +222,10 @@ func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMemb
 			"Deleting Pod %s to re-create it from the member's new template (etcd %s)", p.Name, m.Spec.Version)
 	}
 	if err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
-		return false, fmt.Errorf("failed to delete outdated Pod %s: %w", p.Name, err)
+		return false, false, fmt.Errorf("failed to delete outdated Pod %s: %w", p.Name, err)
 	}
-	return true, nil
+	r.disruptions.restarted(m, p.UID)
+	return true, false, nil
 }
 
 // deletePod removes the member's Pod if it exists.

@@ -5,9 +5,12 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
 // markPod labels the member's Pod, so that a re-created Pod is told from the
@@ -108,4 +111,77 @@ func TestRestart_OnlyWhenTheClusterControllerApproves(t *testing.T) {
 	p, ok := f.pod("demo-a")
 	f.g.Expect(ok).To(BeTrue())
 	f.g.Expect(p.Annotations).To(HaveKeyWithValue(pod.TemplateHashAnnotation, pod.TemplateHash(f.member("demo-a"))))
+}
+
+// outdate gives the member a new template and approves its restart, as the
+// cluster controller does.
+func (f *fixture) outdate(name string) {
+	ctx := context.Background()
+	m := f.member(name)
+	m.Spec.Version = "3.6.17"
+	f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
+	m = f.member(name)
+	m.Status.RestartApproved = pod.TemplateHash(m)
+	f.g.Expect(f.c.Status().Update(ctx, m)).To(Succeed())
+}
+
+// An approved restart still waits while etcd, asked now, would be left
+// without a quorum: the approval came from a look that may be behind.
+func TestRestart_ApprovedButHeldWhileAnotherVoterIsDown(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
+		m := f.member(n)
+		m.Spec.Version = v1alpha1.DefaultEtcdVersion
+		f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
+		f.reconcile(n)
+		f.markPod(n)
+	}
+	f.etcd.SetEndpointError(v1alpha1.ClientURL("demo-b", "demo", ns, domain), etcdfake.ErrUnreachable)
+	f.outdate("demo-c")
+	res, err := f.r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "demo-c"}})
+	f.g.Expect(err).NotTo(HaveOccurred())
+	f.g.Expect(f.podKept("demo-c")).To(BeTrue(), "one voter of three down already: the restart waits")
+	f.g.Expect(res.RequeueAfter).To(BeNumerically(">", 0), "and is looked at again")
+
+	f.etcd.SetEndpointError(v1alpha1.ClientURL("demo-b", "demo", ns, domain), nil)
+	f.reconcile("demo-c")
+	_, ok := f.pod("demo-c")
+	f.g.Expect(ok).To(BeFalse(), "the others are healthy again: the restart goes ahead")
+}
+
+// A member restarted a moment ago still answers while its Pod shuts down; a
+// removal that follows does not count on it (the race of a user's delete
+// with a rollout the cluster controller decided from a stale cache).
+func TestRestart_ARemovalDoesNotCountOnAMemberBeingRestarted(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
+		m := f.member(n)
+		m.Spec.Version = v1alpha1.DefaultEtcdVersion
+		f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
+		f.reconcile(n)
+	}
+	f.outdate("demo-b")
+	f.reconcile("demo-b")
+	_, ok := f.pod("demo-b")
+	f.g.Expect(ok).To(BeFalse(), "demo-b's restart went ahead")
+
+	f.deleteAndReconcile("demo-a")
+	f.g.Expect(f.gone("demo-a")).To(BeFalse(), "demo-a stays: with demo-b restarting, its removal would leave one healthy voter of two")
+	f.g.Expect(f.etcd.Members()).To(HaveLen(3))
+}
+
+// A member that answers for another cluster (it formed one of its own) is
+// not a healthy voter of this one: a removal does not count on it.
+func TestFinalizer_AMemberOfAnotherClusterIsNotCountedHealthy(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	c := v1alpha1.ClientURL("demo-c", "demo", ns, domain)
+	st, err := f.etcd.Status(ctx, c)
+	f.g.Expect(err).NotTo(HaveOccurred())
+	st.ClusterID++
+	f.etcd.SetStatus(c, st)
+	f.deleteAndReconcile("demo-a")
+	f.g.Expect(f.gone("demo-a")).To(BeFalse(), "one healthy voter of two would be left")
 }

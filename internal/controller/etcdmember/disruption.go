@@ -1,0 +1,151 @@
+package etcdmember
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/quorum"
+)
+
+// The member controller does two things that take a voter out of service:
+// the finalizer removes a member from etcd, and an approved restart deletes
+// a member's Pod. Each is decided elsewhere, from a look that may be behind
+// (the cluster controller's cache, a user's kubectl delete), so each checks
+// etcd itself right before it acts, and the two are never interleaved for
+// one cluster: a removal whose check found a member healthy must not meet
+// that member's restart before the removal is done, or two voters go at
+// once.
+
+// requeueDisruption is how soon a restart that the quorum held back is
+// looked at again.
+const requeueDisruption = 2 * time.Second
+
+// disruptions serializes the disruptive actions of one cluster, and
+// remembers the restarts it made until each member's new Pod is ready: a Pod
+// deleted a moment ago still answers while it shuts down, and must not be
+// counted on by a removal that follows.
+type disruptions struct{ m sync.Map }
+
+type clusterDisruptions struct {
+	mu sync.Mutex
+	// restarted maps a member's name to the UID of the Pod it deleted.
+	restarted map[string]types.UID
+}
+
+func (d *disruptions) of(m *v1alpha1.EtcdMember) *clusterDisruptions {
+	v, _ := d.m.LoadOrStore(m.Namespace+"/"+m.Spec.ClusterName, &clusterDisruptions{restarted: map[string]types.UID{}})
+	return v.(*clusterDisruptions)
+}
+
+// lock holds the cluster's disruptive actions until the returned func runs.
+func (d *disruptions) lock(m *v1alpha1.EtcdMember) func() {
+	c := d.of(m)
+	c.mu.Lock()
+	return c.mu.Unlock
+}
+
+// restarted records, under the lock, that the member's Pod was deleted.
+func (d *disruptions) restarted(m *v1alpha1.EtcdMember, old types.UID) {
+	d.of(m).restarted[m.Name] = old
+}
+
+// settle forgets a member's restart once a Pod other than the one deleted
+// is ready.
+func (d *disruptions) settle(m *v1alpha1.EtcdMember, current *corev1.Pod, ready bool) {
+	c := d.of(m)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.restarted[m.Name]; ok && current != nil && current.UID != old && ready {
+		delete(c.restarted, m.Name)
+	}
+}
+
+// forget drops what is remembered of a member that is gone.
+func (d *disruptions) forget(m *v1alpha1.EtcdMember) {
+	c := d.of(m)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.restarted, m.Name)
+}
+
+// restarting names, under the lock, the members whose restart is in flight.
+func (d *disruptions) restarting(m *v1alpha1.EtcdMember) map[string]bool {
+	out := map[string]bool{}
+	for name := range d.of(m).restarted {
+		out[name] = true
+	}
+	return out
+}
+
+// discount marks the voters whose restart is in flight as unhealthy.
+func (r *Reconciler) discount(healthy map[uint64]bool, list etcd.MemberList, siblings []v1alpha1.EtcdMember, restarting map[string]bool) {
+	for i := range siblings {
+		s := &siblings[i]
+		if !restarting[s.Name] {
+			continue
+		}
+		if em, ok := findSelf(list, s, s.OwnPeerURL(v1alpha1.PeerURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))); ok {
+			healthy[em.ID] = false
+		}
+	}
+}
+
+// restartAllowed: etcd, asked now, keeps a quorum of its voters with m out
+// of service: every voter but m that answers with a leader counts. A member
+// etcd does not list, or lists as a learner, holds no vote to lose; a
+// cluster of one has nobody to keep.
+func (r *Reconciler) restartAllowed(ctx context.Context, m *v1alpha1.EtcdMember) (bool, string, error) {
+	var siblings v1alpha1.EtcdMemberList
+	if err := r.List(ctx, &siblings, client.InNamespace(m.Namespace),
+		client.MatchingLabels{v1alpha1.ClusterLabel: m.Spec.ClusterName}); err != nil {
+		return false, "", fmt.Errorf("failed to list EtcdMembers of %s: %w", m.Spec.ClusterName, err)
+	}
+	var endpoints []string
+	for _, s := range siblings.Items {
+		if s.Name != m.Name && s.Status.PodName != "" && !s.Pending() {
+			endpoints = append(endpoints, s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain)))
+		}
+	}
+	if len(endpoints) == 0 {
+		return true, "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, removalTimeout)
+	defer cancel()
+	c, err := r.Dialer.Dial(ctx, endpoints)
+	if err != nil {
+		return false, fmt.Sprintf("cannot reach etcd: %v", err), nil
+	}
+	defer c.Close()
+	list, err := c.MemberList(ctx)
+	if err != nil {
+		return false, fmt.Sprintf("cannot list etcd members: %v", err), nil
+	}
+	self, found := findSelf(list, m, m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)))
+	if !found || self.IsLearner {
+		return true, "", nil
+	}
+	healthy := healthyVoters(ctx, c, list)
+	r.discount(healthy, list, siblings.Items, r.disruptions.restarting(m))
+	voters, healthyOthers := 0, 0
+	for _, v := range list.Members {
+		if v.IsLearner {
+			continue
+		}
+		voters++
+		if v.ID != self.ID && healthy[v.ID] {
+			healthyOthers++
+		}
+	}
+	if voters > 1 && healthyOthers < quorum.Size(voters) {
+		return false, fmt.Sprintf("restarting it would leave %d healthy of %d voters, below quorum %d", healthyOthers, voters, quorum.Size(voters)), nil
+	}
+	return true, "", nil
+}
