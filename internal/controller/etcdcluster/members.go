@@ -86,7 +86,8 @@ func (r *Reconciler) recordURLs(ctx context.Context, s *scope) error {
 //
 //  0. A disaster recovery, while one is being carried out, is the only
 //     step (docs/design/0011).
-//  1. Finish an add whose etcd side is done: a write, and nothing else.
+//  1. Finish an add whose etcd side is done, and keep the member list of
+//     a joiner that has not started current: writes, and nothing else.
 //  2. Self-heal: replace a broken member. This runs in every state, because
 //     each step below may wait on the broken member itself.
 //  3. Unfence a member whose view agrees again.
@@ -125,27 +126,8 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		s.setProgress(v1alpha1.EtcdUnreachableReason, "%v", s.etcd.err)
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
-	// Finishing such an add only lets the learner's Pod start; it is not
-	// a membership change, so self-heal still runs in the same pass. A
-	// joiner that has not started yet gets etcd's list again whenever the
-	// membership changed since its add (a removal, say): etcd refuses a
-	// first start whose --initial-cluster counts other members than it
-	// finds ("member count is unequal").
-	for _, m := range s.members {
-		em, listed := s.inEtcd(m)
-		if !listed || m.HasBooted() || em.Name != "" {
-			continue
-		}
-		want := initialClusterFrom(s.etcd.list)
-		if m.Spec.InitialCluster == want {
-			continue
-		}
-		if m.Pending() {
-			s.setProgress(v1alpha1.ScalingUpReason, "starting learner %s", m.Name)
-		}
-		if err := r.setInitialCluster(ctx, m, want); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := r.handJoinersTheirList(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
 	if res, acted, err := r.remediate(ctx, s); acted || err != nil {
 		return res, err
@@ -202,6 +184,33 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueSteadyState}, nil
+}
+
+// handJoinersTheirList finishes adds whose etcd side is done: the member
+// gets etcd's member list, which only lets its Pod start; it is not a
+// membership change, so self-heal still runs in the same pass. A joiner
+// that has not started yet gets etcd's list again whenever the membership
+// changed since its add (a removal, say): etcd refuses a first start whose
+// --initial-cluster counts other members than it finds ("member count is
+// unequal").
+func (r *Reconciler) handJoinersTheirList(ctx context.Context, s *scope) error {
+	for _, m := range s.members {
+		em, listed := s.inEtcd(m)
+		if !listed || m.HasBooted() || em.Name != "" {
+			continue
+		}
+		want := initialClusterFrom(s.etcd.list)
+		if m.Spec.InitialCluster == want {
+			continue
+		}
+		if m.Pending() {
+			s.setProgress(v1alpha1.ScalingUpReason, "starting learner %s", m.Name)
+		}
+		if err := r.setInitialCluster(ctx, m, want); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // leavingMember is a member on its way out whose removal the pass waits for.
