@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/raft/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -126,11 +127,28 @@ func IsUnavailable(err error) bool {
 	if isEtcdErr(err, rpctypes.ErrTooManyRequests, rpctypes.ErrNotLeader) {
 		return true
 	}
+	if isProposalDropped(err) {
+		return true
+	}
 	code, ok := grpcCode(err)
 	// Unavailable covers ErrNoLeader, ErrLeaderChanged, ErrStopped, ErrUnhealthy
 	// and the whole ErrTimeout family, including ErrTimeoutWaitAppliedIndex,
 	// which rpctypes cannot map back to a client-side value.
 	return ok && (code == codes.Unavailable || code == codes.DeadlineExceeded)
+}
+
+// isProposalDropped: raft refused the request's proposal, so it was never
+// applied, as happens while leadership moves (a handoff before a member's
+// maintenance, say). etcd's server maps raft.ErrProposalDropped to no gRPC
+// code of its own: it arrives as codes.Unknown carrying that error's text,
+// which is compared whole, as the one thing that names it.
+func isProposalDropped(err error) bool {
+	var se grpcStatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	st := se.GRPCStatus()
+	return st.Code() == codes.Unknown && st.Message() == raft.ErrProposalDropped.Error()
 }
 
 // IsMemberNotFound: the member ID is not (or no longer) in the cluster.

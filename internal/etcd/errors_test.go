@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/raft/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -76,6 +77,11 @@ func TestClassifiers(t *testing.T) {
 		// The server sends this one as a client-side value, so it arrives
 		// with codes.Unknown; rpctypes still recognises it.
 		{"not enough started, as sent on the wire", status.Error(codes.Unknown, rpctypes.ErrMemberNotEnoughStarted.Error()), []string{"UnhealthyCluster"}},
+		// raft's dropped proposal has no code of its own on the wire.
+		{"proposal dropped, as sent on the wire", status.Error(codes.Unknown, raft.ErrProposalDropped.Error()), []string{"Unavailable"}},
+		{"proposal dropped in CallError", &etcd.CallError{Op: "Put", Err: status.Error(codes.Unknown, raft.ErrProposalDropped.Error())}, []string{"Unavailable"}},
+		{"another unknown error is not", status.Error(codes.Unknown, "raft proposal dropped, or not"), []string{}},
+		{"proposal-dropped text without a status", errors.New(raft.ErrProposalDropped.Error()), []string{}},
 		{"too many learners", rpctypes.ErrTooManyLearners, []string{"TooManyLearners"}},
 		{"peer URL exists", rpctypes.ErrPeerURLExist, []string{"PeerURLExists"}},
 		{"member ID exists (same peer URLs, same second)", rpctypes.ErrGRPCMemberExist, []string{"PeerURLExists"}},

@@ -207,18 +207,42 @@ func WaitWritable(ctx context.Context, c *clientv3.Client, key string, poll time
 	}
 }
 
+// put writes one key. It tries again while etcd could not take the request
+// (a leader handoff before the operator defragments the leader drops
+// proposals; a loaded machine times one out), with the same key and value,
+// so a first try that took effect after all changes nothing; any other
+// answer, NOSPACE above all, is the caller's.
 func put(ctx context.Context, c *clientv3.Client, k, v string) error {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	_, err := c.Put(ctx, k, v)
-	return err
+	return retryUnavailable(ctx, func(ctx context.Context) error {
+		_, err := c.Put(ctx, k, v)
+		return err
+	})
 }
 
 func del(ctx context.Context, c *clientv3.Client, k string) error {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	_, err := c.Delete(ctx, k)
-	return err
+	return retryUnavailable(ctx, func(ctx context.Context) error {
+		_, err := c.Delete(ctx, k)
+		return err
+	})
+}
+
+// callAttempts bounds the tries of one idempotent call.
+const callAttempts = 5
+
+func retryUnavailable(ctx context.Context, call func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := call(callCtx)
+		cancel()
+		if err == nil || !etcd.IsUnavailable(err) || attempt == callAttempts || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Dial returns a client of the endpoints, for tests.
