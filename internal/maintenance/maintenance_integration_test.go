@@ -4,6 +4,7 @@ package maintenance_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -188,21 +189,37 @@ func TestNoSpaceWithLiveDataOverTheQuota(t *testing.T) {
 	cli, err := etcdload.Dial(etcdproc.ClientURLs(members)...)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cli.Close()
-	live, err := etcdload.Fill(ctx, cli, "fill", 64<<10, 0)
-	g.Expect(err).NotTo(HaveOccurred())
-
+	// How much of a file is free pages when the first member reaches the
+	// quota depends on when each member's backend committed, so the first
+	// recovery's defragmentation may give back enough to disarm, rightly.
+	// Fill again, live keys only, until the live data alone fills the quota.
 	d := newDriver(t, members, defaults)
-	last := d.run(ctx)
-	c, _ := d.observe(ctx)
-	for _, m := range c.Members {
-		t.Logf("%s: %d of %d quota (%d in use)", m.Name, m.Usage.DBSize, m.Usage.Quota, m.Usage.InUse)
+	var sets []etcdload.Set
+	var last maintenance.Decision
+	for round := 0; last.Action != maintenance.OverQuota; round++ {
+		g.Expect(round).To(BeNumerically("<", 4), "live data still fits the quota after %d fills", round)
+		live, err := etcdload.Fill(ctx, cli, fmt.Sprintf("fill-%d", round), 64<<10, 0)
+		g.Expect(err).NotTo(HaveOccurred())
+		sets = append(sets, live)
+		last = d.run(ctx)
+		c, _ := d.observe(ctx)
+		for _, m := range c.Members {
+			t.Logf("round %d: %s: %d of %d quota (%d in use)", round, m.Name, m.Usage.DBSize, m.Usage.Quota, m.Usage.InUse)
+		}
+		if last.Action != maintenance.OverQuota {
+			g.Expect(last.Action).To(Equal(maintenance.None), last.Reason)
+			g.Expect(d.steps[len(d.steps)-1]).To(Equal("Disarm "), "room was made without deleting, so the alarm is disarmed")
+			_, err := etcdload.WaitWritable(ctx, cli, fmt.Sprintf("writable-%d", round), 100*time.Millisecond)
+			g.Expect(err).NotTo(HaveOccurred())
+		}
 	}
-	g.Expect(last.Action).To(Equal(maintenance.OverQuota), last.Reason)
 	g.Expect(last.Reason).To(ContainSubstring("Raise spec.options.quotaBackendBytes, or grow spec.storage.size"))
 	alarms, err := d.c.AlarmList(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(alarms).NotTo(BeEmpty(), "not disarmed: etcd would raise it again at once")
-	g.Expect(etcdload.Verify(ctx, cli, live)).To(Succeed(), "nothing is deleted")
+	for _, live := range sets {
+		g.Expect(etcdload.Verify(ctx, cli, live)).To(Succeed(), "nothing is deleted")
+	}
 }
 
 // TestDefragmentsAFragmentedCluster leaves most of a real cluster's
