@@ -82,7 +82,10 @@ func WaitForClusterReady(ctx context.Context, c client.Client, ns, name string, 
 			cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != cl.Generation {
 			return false, nil
 		}
-		return statusListsLiveMembers(ctx, c, cl)
+		if listed, err := statusListsLiveMembers(ctx, c, cl); err != nil || !listed {
+			return false, err
+		}
+		return memberPodsReady(ctx, c, cl)
 	})
 	if err != nil && cluster != nil {
 		return cluster, fmt.Errorf("%w; conditions: %s", err, describeConditions(cluster.Status.Conditions))
@@ -109,6 +112,43 @@ func statusListsLiveMembers(ctx context.Context, c client.Client, cl *v1alpha1.E
 	}
 	for _, m := range cl.Status.Members {
 		if !live[m.Name] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// memberPodsReady reports whether every live member has a ready Pod that is
+// not being deleted. A disruption that keeps the members (a drain evicts a
+// Pod, the operator re-creates it) moves neither the generation nor the
+// member list, so until the operator's next pass the status still says
+// Ready from before it; the Pods, which the kubelet reports, do not lag so.
+func memberPodsReady(ctx context.Context, c client.Client, cl *v1alpha1.EtcdCluster) (bool, error) {
+	if cl.Spec.Replicas != nil && *cl.Spec.Replicas == 0 {
+		return true, nil
+	}
+	live, err := liveMembers(ctx, c, cl.Namespace, cl.Name)
+	if err != nil {
+		return false, err
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(cl.Namespace), client.MatchingLabels{v1alpha1.ClusterLabel: cl.Name}); err != nil {
+		return false, err
+	}
+	ready := map[string]bool{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+			continue
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				ready[p.Labels[v1alpha1.MemberLabel]] = true
+			}
+		}
+	}
+	for name := range live {
+		if !ready[name] {
 			return false, nil
 		}
 	}
