@@ -132,20 +132,28 @@ func (r *Reconciler) restartAllowed(ctx context.Context, m *v1alpha1.EtcdMember)
 	if !found || self.IsLearner {
 		return true, "", nil
 	}
+	voters, healthyOthers, _ := r.countVoters(ctx, c, list, siblings.Items, m, self.ID)
+	if voters > 1 && healthyOthers < quorum.Size(voters) {
+		return false, fmt.Sprintf("restarting it would leave %d healthy of %d voters, below quorum %d", healthyOthers, voters, quorum.Size(voters)), nil
+	}
+	return true, "", nil
+}
+
+// countVoters asks etcd which voters answer, discounts those whose restart
+// has just begun, and counts the voters and the healthy ones other than
+// self: what a restart and a removal both weigh against the quorum.
+func (r *Reconciler) countVoters(ctx context.Context, c etcd.Client, list etcd.MemberList, siblings []v1alpha1.EtcdMember,
+	m *v1alpha1.EtcdMember, self uint64) (voters, healthyOthers int, selfHealthy bool) {
 	healthy := healthyVoters(ctx, c, list)
-	r.discount(healthy, list, siblings.Items, r.disruptions.restarting(m))
-	voters, healthyOthers := 0, 0
+	r.discount(healthy, list, siblings, r.disruptions.restarting(m))
 	for _, v := range list.Members {
 		if v.IsLearner {
 			continue
 		}
 		voters++
-		if v.ID != self.ID && healthy[v.ID] {
+		if v.ID != self && healthy[v.ID] {
 			healthyOthers++
 		}
 	}
-	if voters > 1 && healthyOthers < quorum.Size(voters) {
-		return false, fmt.Sprintf("restarting it would leave %d healthy of %d voters, below quorum %d", healthyOthers, voters, quorum.Size(voters)), nil
-	}
-	return true, "", nil
+	return voters, healthyOthers, healthy[self]
 }

@@ -159,23 +159,12 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 		return true, "", nil
 	}
 	if !self.IsLearner {
-		healthy := healthyVoters(ctx, c, list)
-		r.discount(healthy, list, siblings.Items, r.disruptions.restarting(m))
-		voters, healthyOthers := 0, 0
-		for _, v := range list.Members {
-			if v.IsLearner {
-				continue
-			}
-			voters++
-			if v.ID != self.ID && healthy[v.ID] {
-				healthyOthers++
-			}
-		}
+		voters, healthyOthers, selfHealthy := r.countVoters(ctx, c, list, siblings.Items, m, self.ID)
 		target := int(cluster.DesiredReplicas())
 		if cluster.Status.Observed != nil {
 			target = int(cluster.Status.Observed.Replicas)
 		}
-		if !quorum.RemovalAllowed(voters, healthyOthers, target, healthy[self.ID]) {
+		if !quorum.RemovalAllowed(voters, healthyOthers, target, selfHealthy) {
 			return false, fmt.Sprintf("removing it would leave %d healthy of %d voters, below quorum %d or a quorum of the target %d",
 				healthyOthers, voters-1, quorum.Size(voters-1), target), nil
 		}
