@@ -111,8 +111,12 @@ INTEGRATION_PKGS = $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*_
 INTEGRATION_ARTIFACTS := $(CURDIR)/.cache/artifacts/integration
 
 .PHONY: test-integration
-test-integration: ## Tests against real etcd processes on loopback, no cluster: the linearizability checker, the flags per etcd version.
+test-integration: $(LOCALCLUSTER) ## Tests against real etcd processes on loopback, no cluster: the linearizability checker, the flags per etcd version.
 	rm -rf $(INTEGRATION_ARTIFACTS); mkdir -p $(INTEGRATION_ARTIFACTS)
+	@# The Debian packages some tests run (busybox, iptables) and the cold
+	@# builds come first, once, outside the tests' timeout: on a fresh
+	@# machine nothing has installed them yet, and cluster-up finds them cached.
+	$(LOCALCLUSTER) prepare
 	$(GO) test -tags integration -race -count=1 -timeout 20m -artifacts -outputdir=$(INTEGRATION_ARTIFACTS) -v $(INTEGRATION_PKGS)
 
 .PHONY: test-lifecycle

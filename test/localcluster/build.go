@@ -52,6 +52,20 @@ func (l Layout) ensureBuilt(ctx context.Context, p *Progress, b goBuild) (string
 	if _, err := os.Stat(stamp); err == nil {
 		return dir, nil
 	}
+	// go test runs packages in parallel processes, and on a cold cache several
+	// ask for the same build at once. Unlocked, they shared the src and
+	// .partial directories, and the last to finish replaced the directory an
+	// earlier one had already handed to its tests (CI: "fork/exec
+	// .../etcd-v3.5.35/etcd: no such file or directory"). One builder per name;
+	// the others wait and take its result.
+	unlock, err := lockFile(ctx, dir+".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(stamp); err == nil {
+		return dir, nil
+	}
 	p.Printf("building %s (cached afterwards in %s)", b.name, dir)
 	began := time.Now()
 	stop := p.heartbeat("building "+b.name, 30*time.Second)

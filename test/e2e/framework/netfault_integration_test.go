@@ -20,6 +20,10 @@ func TestPartitionInANetworkNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test enters network namespaces and needs root, as the local cluster does")
 	}
+	// A missing busybox would read as "no reply" below; name it instead.
+	if _, err := exec.LookPath("busybox"); err != nil {
+		t.Fatalf("busybox is missing (bin/localcluster prepare installs it): %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a, b := sandbox(t), sandbox(t)
