@@ -9,7 +9,9 @@ import (
 )
 
 // Bundle is a set of CA certificates, kept sorted by fingerprint so the same
-// set always encodes to the same bytes and the same name.
+// set always encodes to the same bytes and the same name: a trust bundle
+// ConfigMap is named after its content, since etcd reads its CA files only
+// at start and a member keeps the bundle it was created with.
 type Bundle []*x509.Certificate
 
 // NewBundle merges certificate lists into one bundle without duplicates.
@@ -61,26 +63,15 @@ func (b Bundle) Contains(c *x509.Certificate) bool {
 	return slices.ContainsFunc(b, func(x *x509.Certificate) bool { return Fingerprint(x) == fp })
 }
 
-// ContainsAll reports whether every certificate of o is in b.
-func (b Bundle) ContainsAll(o Bundle) bool {
+// Equal reports whether both hold the same certificates.
+func (b Bundle) Equal(o Bundle) bool {
+	if len(b) != len(o) {
+		return false
+	}
 	for _, c := range o {
 		if !b.Contains(c) {
 			return false
 		}
 	}
 	return true
-}
-
-// Equal reports whether both hold the same certificates.
-func (b Bundle) Equal(o Bundle) bool { return len(b) == len(o) && b.ContainsAll(o) }
-
-// Intersect is the certificates in both.
-func (b Bundle) Intersect(o Bundle) Bundle {
-	var out Bundle
-	for _, c := range b {
-		if o.Contains(c) {
-			out = append(out, c)
-		}
-	}
-	return out
 }

@@ -16,7 +16,6 @@ import (
 	"math/big"
 	"net"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -213,9 +212,6 @@ func Fingerprint(c *x509.Certificate) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Serial is the certificate's serial number in hex, as openssl prints it.
-func Serial(c *x509.Certificate) string { return strings.ToUpper(c.SerialNumber.Text(16)) }
-
 // RenewalTime is when a certificate is due for renewal: two thirds into
 // its lifetime, so a failed renewal has a third of the lifetime to be
 // retried in before anything expires.
@@ -246,14 +242,4 @@ func Verify(leaf *x509.Certificate, roots []*x509.Certificate, host string, now 
 // IssuedBy reports whether leaf's signature is ca's.
 func IssuedBy(leaf, ca *x509.Certificate) bool {
 	return bytes.Equal(leaf.RawIssuer, ca.RawSubject) && leaf.CheckSignatureFrom(ca) == nil
-}
-
-// IssuerIn is the CA of cas that signed leaf, or nil.
-func IssuerIn(leaf *x509.Certificate, cas []*x509.Certificate) *x509.Certificate {
-	for _, ca := range cas {
-		if IssuedBy(leaf, ca) {
-			return ca
-		}
-	}
-	return nil
 }

@@ -41,7 +41,6 @@ func TestIssueMemberCertificate(t *testing.T) {
 	g.Expect(Verify(leaf.Cert, []*x509.Certificate{other.Cert}, "", t0)).NotTo(Succeed())
 	g.Expect(IssuedBy(leaf.Cert, ca.Cert)).To(BeTrue())
 	g.Expect(IssuedBy(leaf.Cert, other.Cert)).To(BeFalse())
-	g.Expect(IssuerIn(leaf.Cert, []*x509.Certificate{other.Cert, ca.Cert})).To(Equal(ca.Cert))
 
 	back, err := ParseKeyPair(leaf.CertPEM, leaf.KeyPEM)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -99,48 +98,4 @@ func TestBundle(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(parsed.Equal(ab)).To(BeTrue())
 	g.Expect(ab.Contains(c.Cert)).To(BeFalse())
-	g.Expect(ab.Intersect(NewBundle([]*x509.Certificate{b.Cert, c.Cert})).Equal(NewBundle([]*x509.Certificate{b.Cert}))).To(BeTrue())
-}
-
-func bundle(kps ...*KeyPair) Bundle {
-	var cs []*x509.Certificate
-	for _, k := range kps {
-		cs = append(cs, k.Cert)
-	}
-	return NewBundle(cs)
-}
-
-// TestPlanTrustRotation walks a three-member CA rotation through the
-// decision, pass by pass, as the controller observes it.
-func TestPlanTrustRotation(t *testing.T) {
-	old, next := mustCA(t, "old", t0, time.Hour*3), mustCA(t, "new", t0, time.Hour*3)
-	O, N, ON := bundle(old), bundle(next), bundle(old, next)
-	cases := []struct {
-		name       string
-		in         TrustInput
-		wantTarget Bundle
-		wantSwitch bool
-		wantPhase  string
-	}{
-		{"plain cluster turning to TLS", TrustInput{Wanted: O}, O, true, PhaseSteady},
-		{"steady", TrustInput{Wanted: O, InUse: O, Loaded: []Bundle{O, O, O}}, O, true, PhaseSteady},
-		{"rotation starts: the new CA joins the bundle", TrustInput{Wanted: N, InUse: O, Loaded: []Bundle{O, O, O}}, ON, false, PhaseTrustingNewCA},
-		{"one member trusts both", TrustInput{Wanted: N, InUse: O, Loaded: []Bundle{ON, O, O}}, ON, false, PhaseTrustingNewCA},
-		{"every member trusts both: certificates switch", TrustInput{Wanted: N, InUse: O, Loaded: []Bundle{ON, ON, ON}}, ON, true, PhaseSwitchingCertificates},
-		{"some certificates switched", TrustInput{Wanted: N, InUse: ON, Loaded: []Bundle{ON, ON, ON}}, ON, true, PhaseSwitchingCertificates},
-		{"every certificate from the new CA: the old one leaves", TrustInput{Wanted: N, InUse: N, Loaded: []Bundle{ON, ON, ON}}, N, true, PhaseDroppingOldCA},
-		{"one member dropped it", TrustInput{Wanted: N, InUse: N, Loaded: []Bundle{N, ON, ON}}, N, true, PhaseDroppingOldCA},
-		{"done", TrustInput{Wanted: N, InUse: N, Loaded: []Bundle{N, N, N}}, N, true, PhaseSteady},
-		{"a member that could not be asked keeps what it trusts", TrustInput{Wanted: N, InUse: ON, Loaded: []Bundle{ON, ON, ON}}, ON, true, PhaseSwitchingCertificates},
-		{"a source whose CA changed under a member with old trust only", TrustInput{Wanted: N, InUse: O, Loaded: []Bundle{N, O}}, ON, false, PhaseTrustingNewCA},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			p := PlanTrust(tc.in)
-			g.Expect(p.Target.Equal(tc.wantTarget)).To(BeTrue(), "target")
-			g.Expect(p.Switch).To(Equal(tc.wantSwitch), "switch")
-			g.Expect(p.Phase).To(Equal(tc.wantPhase), "phase")
-		})
-	}
 }

@@ -33,7 +33,3 @@ func MemberNames(member, peerService, clientService, namespace, clusterDomain st
 	dns = append(dns, "localhost")
 	return dns, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 }
-
-// ClientNames are the names an operator-issued client certificate carries:
-// none. A client certificate identifies by its common name.
-func ClientNames() []string { return nil }

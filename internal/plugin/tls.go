@@ -170,4 +170,3 @@ func httpsEndpoints(eps []string) []string {
 	}
 	return out
 }
-

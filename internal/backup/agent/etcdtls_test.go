@@ -58,89 +58,38 @@ func runSaveMain(t *testing.T, f *etcdfake.Fake, eps []string, tlsArgs EtcdTLSAr
 	return readResult(t, logPath)
 }
 
-func dialSecurity(t *testing.T, f *etcdfake.Fake) etcd.Security {
+func dialSettings(t *testing.T, f *etcdfake.Fake) etcd.DialSettings {
 	t.Helper()
 	for _, c := range f.Calls {
 		if c.Op == etcd.OpDial {
-			return c.Security
+			return c.Dial
 		}
 	}
 	t.Fatal("the agent never dialed")
-	return etcd.Security{}
+	return etcd.DialSettings{}
 }
 
-func TestSaveOnMutualTLSIsRootByItsCertificate(t *testing.T) {
+func TestSaveOnTLSPresentsTheMountedCertificate(t *testing.T) {
 	f, eps := threeMembers()
-	f.SetAuth("secret-pw")
-	f.SetClientCertAuth(true)
 	var a EtcdTLSArgs
 	a.InDir(clientSecretDir(t))
 	res := runSaveMain(t, f, eps, a, nil)
 	if res.Code != backup.CodeOK {
 		t.Fatalf("result %+v, want OK", res)
 	}
-	sec := dialSecurity(t, f)
-	if sec.TLS == nil || len(sec.TLS.Certificates) != 1 || sec.TLS.RootCAs == nil {
-		t.Fatalf("dialed with TLS %+v; want the mounted client certificate and CA", sec.TLS)
-	}
-	if sec.Username != "" || sec.Password != "" {
-		t.Fatalf("dialed as %q with a password; the certificate alone is root", sec.Username)
+	d := dialSettings(t, f)
+	if d.TLS == nil || len(d.TLS.Certificates) != 1 || d.TLS.RootCAs == nil {
+		t.Fatalf("dialed with TLS %+v; want the mounted client certificate and CA", d.TLS)
 	}
 }
 
-func TestSaveWithAuthUsesRootsPasswordFromTheEnvironment(t *testing.T) {
+func TestSaveWithoutTLSArgsDialsPlaintext(t *testing.T) {
 	f, eps := threeMembers()
-	f.SetAuth("secret-pw")
-	res := runSaveMain(t, f, eps, EtcdTLSArgs{PasswordFrom: "ns/c-root"}, map[string]string{EnvEtcdPassword: "secret-pw\n"})
-	if res.Code != backup.CodeOK {
-		t.Fatalf("result %+v, want OK", res)
-	}
-	if sec := dialSecurity(t, f); sec.Username != etcd.RootUser || sec.Password != "secret-pw" {
-		t.Fatalf("dialed as %q/%q; want root with the trimmed password", sec.Username, sec.Password)
-	}
-}
-
-func TestSaveWithAuthAndNoPasswordNamesTheSecret(t *testing.T) {
-	f, eps := threeMembers()
-	f.SetAuth("secret-pw")
-	res := runSaveMain(t, f, eps, EtcdTLSArgs{PasswordFrom: "ns/c-root"}, nil)
-	if res.Code != backup.CodeEtcdError {
-		t.Fatalf("result %+v, want EtcdError", res)
-	}
-	if want := "ns/c-root"; !strings.Contains(res.Message, want) {
-		t.Fatalf("message %q does not name Secret %s", res.Message, want)
-	}
-	for _, c := range f.Calls {
-		if c.Op == etcd.OpDial {
-			t.Fatal("dialed without the password it needs")
-		}
-	}
-}
-
-func TestSaveUsesAPasswordItDoesNotRequire(t *testing.T) {
-	f, eps := threeMembers()
-	res := runSaveMain(t, f, eps, EtcdTLSArgs{}, map[string]string{EnvEtcdPassword: "pw"})
-	if res.Code != backup.CodeOK {
-		t.Fatalf("result %+v, want OK", res)
-	}
-	if sec := dialSecurity(t, f); sec.Username != etcd.RootUser || sec.Password != "pw" {
-		t.Fatalf("dialed as %q; want root with the password it was given", sec.Username)
-	}
-	f, eps = threeMembers()
 	if res := runSaveMain(t, f, eps, EtcdTLSArgs{}, nil); res.Code != backup.CodeOK {
-		t.Fatalf("without a password and without --etcd-root-password-from: %+v, want OK", res)
+		t.Fatalf("result %+v, want OK", res)
 	}
-}
-
-func TestSaveWithAWrongPasswordFails(t *testing.T) {
-	f, eps := threeMembers()
-	f.SetAuth("secret-pw")
-	res := runSaveMain(t, f, eps, EtcdTLSArgs{PasswordFrom: "ns/c-root"}, map[string]string{EnvEtcdPassword: "wrong"})
-	if res.Code != backup.CodeEtcdError {
-		t.Fatalf("result %+v, want EtcdError", res)
-	}
-	if strings.Contains(res.Message, "wrong") {
-		t.Fatalf("message %q leaks the password", res.Message)
+	if d := dialSettings(t, f); d.TLS != nil {
+		t.Fatalf("dialed with TLS %+v; want none", d.TLS)
 	}
 }
 
@@ -157,7 +106,6 @@ func TestSaveWithUnreadableTLSFilesIsInvalidArguments(t *testing.T) {
 func TestEtcdTLSArgsRoundTrip(t *testing.T) {
 	in := saveArgs([]string{"https://a:2379"})
 	in.EtcdTLS.InDir(DefaultEtcdTLSDir)
-	in.EtcdTLS.PasswordFrom = "ns/c-root"
 	out, _, err := parseSave(in.Args()[2:], Env{Stderr: io.Discard})
 	if err != nil {
 		t.Fatal(err)

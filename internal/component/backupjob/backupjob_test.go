@@ -69,37 +69,23 @@ func TestSnapshotJob(t *testing.T) {
 	}
 }
 
-// A snapshot Job reaches a TLS or auth cluster as the operator does: the
-// operator's client certificate once every member serves TLS, root's
-// password (from the environment) where no certificate identifies it.
-func TestSnapshotJobReachesTLSAndAuthClusters(t *testing.T) {
+// A snapshot Job reaches a TLS cluster as the operator does: with the
+// operator's client certificate and the client trust bundle, once the
+// members serve TLS on their client port.
+func TestSnapshotJobReachesTLSClusters(t *testing.T) {
 	cases := []struct {
-		name       string
-		shape      etcdaccess.Shape
-		cert       bool
-		password   bool
-		rootSecret string
+		name  string
+		shape etcdaccess.Shape
+		cert  bool
 	}{
-		{"plaintext, no auth", etcdaccess.Shape{}, false, false, ""},
-		{"turning to TLS: plaintext, no certificate", etcdaccess.Shape{TLS: true}, false, false, ""},
-		{"mutual TLS: the certificate is root", etcdaccess.Shape{TLS: true, HTTPS: true, Mutual: true}, true, false, ""},
-		{"mutual TLS with auth: still no password", etcdaccess.Shape{TLS: true, HTTPS: true, Mutual: true, Auth: true}, true, false, ""},
-		{"server TLS with auth: certificate trust and the password", etcdaccess.Shape{TLS: true, HTTPS: true, Auth: true}, true, true, "main-root"},
-		{"auth without TLS: the password", etcdaccess.Shape{Auth: true}, false, true, "main-root"},
-		{"auth with the user's root Secret", etcdaccess.Shape{Auth: true}, false, true, "my-root"},
-		{"auth being turned off: the password if it is there, not required", etcdaccess.Shape{Auth: true}, false, true, "main-root"},
+		{"plaintext", etcdaccess.Shape{}, false},
+		{"server TLS only", etcdaccess.Shape{TLS: true, HTTPS: true}, true},
+		{"mutual TLS", etcdaccess.Shape{TLS: true, HTTPS: true, Mutual: true}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			c := cluster()
-			if tc.shape.Auth {
-				c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: !strings.Contains(tc.name, "turned off")}
-				if tc.rootSecret != "main-root" {
-					c.Spec.Auth.RootSecretName = tc.rootSecret
-				}
-			}
-			job := backupjob.Snapshot(snapshot(s3Dest), c, tc.shape, []string{"https://a:2379"}, "k.db", "op:v1")
+			job := backupjob.Snapshot(snapshot(s3Dest), cluster(), tc.shape, []string{"https://a:2379"}, "k.db", "op:v1")
 			spec := job.Spec.Template.Spec
 			ctr := spec.Containers[0]
 			var secretVolume *corev1.Volume
@@ -110,33 +96,14 @@ func TestSnapshotJobReachesTLSAndAuthClusters(t *testing.T) {
 			}
 			g.Expect(secretVolume != nil).To(Equal(tc.cert), "the operator's client certificate is mounted")
 			certArgs := []string{"--etcd-cacert=/etc/quorumctl/etcd-client/ca.crt", "--etcd-cert=/etc/quorumctl/etcd-client/tls.crt", "--etcd-key=/etc/quorumctl/etcd-client/tls.key"}
-			if tc.cert {
-				g.Expect(ctr.Args).To(ContainElements(certArgs))
-				g.Expect(ctr.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: secretVolume.Name, MountPath: "/etc/quorumctl/etcd-client", ReadOnly: true}))
-				g.Expect(*secretVolume.Secret.DefaultMode).To(Equal(int32(0o440)), "readable by the agent's group only")
-			} else {
+			if !tc.cert {
 				g.Expect(ctr.Args).NotTo(ContainElements(certArgs[0]))
+				return
 			}
-			var pw *corev1.EnvVar
-			for i := range ctr.Env {
-				if ctr.Env[i].Name == "BACKUP_ETCD_ROOT_PASSWORD" {
-					pw = &ctr.Env[i]
-				}
-			}
-			g.Expect(pw != nil).To(Equal(tc.password))
-			if tc.password {
-				g.Expect(pw.Value).To(BeEmpty(), "never in the spec itself")
-				g.Expect(pw.ValueFrom.SecretKeyRef.Name).To(Equal(tc.rootSecret))
-				g.Expect(pw.ValueFrom.SecretKeyRef.Key).To(Equal("password"))
-				if c.Spec.Auth.Enabled {
-					g.Expect(ctr.Args).To(ContainElement("--etcd-root-password-from=prod/" + tc.rootSecret))
-				} else {
-					g.Expect(strings.Join(ctr.Args, " ")).NotTo(ContainSubstring("--etcd-root-password-from"))
-				}
-			}
-			for _, a := range ctr.Args {
-				g.Expect(a).NotTo(ContainSubstring("BACKUP_ETCD_ROOT_PASSWORD"))
-			}
+			g.Expect(ctr.Args).To(ContainElements(certArgs))
+			g.Expect(ctr.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: secretVolume.Name, MountPath: "/etc/quorumctl/etcd-client", ReadOnly: true}))
+			g.Expect(secretVolume.Secret.Items).To(BeEmpty(), "the whole Secret, so a renewal reaches the Pod")
+			g.Expect(*secretVolume.Secret.DefaultMode).To(Equal(int32(0o440)), "readable by the agent's group only")
 		})
 	}
 }

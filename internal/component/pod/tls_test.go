@@ -19,81 +19,118 @@ func withTLS(peerURL, clientURL string, t *v1alpha1.MemberTLS) func(*v1alpha1.Et
 	}
 }
 
-func TestTLSListenersFollowTheMembersShape(t *testing.T) {
-	peer := &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-peer-trust-aaaa"}
+func memberTLS(mutual bool) *v1alpha1.MemberTLS {
+	return &v1alpha1.MemberTLS{
+		Peer:   &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-peer-trust-aaaa"},
+		Client: &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-client-trust-bbbb", ClientCertAuth: mutual},
+	}
+}
+
+func TestTLSFlagsFollowTheMembersShape(t *testing.T) {
+	const (
+		peerHTTPS   = "https://" + host + ":2380"
+		clientHTTPS = "https://" + host + ":2379"
+	)
 	cases := []struct {
-		name         string
-		peerURL      string
-		clientURL    string
-		tls          *v1alpha1.MemberTLS
-		listenPeer   string
-		listenClient string
-		clientAuth   string
-		ports        int
+		name      string
+		peerURL   string
+		clientURL string
+		tls       *v1alpha1.MemberTLS
+		// absent flags must not be there at all.
+		want   map[string]string
+		absent []string
+		// trust bundles mounted, by volume name.
+		mounts map[string]string
 	}{
-		{"plaintext", "http://" + host + ":2380", "http://" + host + ":2379", nil,
-			"http://0.0.0.0:2380", "http://0.0.0.0:2379", "", 3},
-		{"created with TLS", "https://" + host + ":2380", "https://" + host + ":2379",
-			&v1alpha1.MemberTLS{Peer: peer, Client: &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-client-trust-bbbb", ClientCertAuth: true}},
-			"https://0.0.0.0:2380", "https://0.0.0.0:2379", "true", 3},
-		{"turning to TLS: both schemes, peer TLS on the transition port", "http://" + host + ":2380", "https://" + host + ":2379",
-			&v1alpha1.MemberTLS{Peer: peer, Client: &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-client-trust-bbbb", Plaintext: true, ClientCertAuth: true}},
-			"http://0.0.0.0:2380,https://0.0.0.0:2382", "https://0.0.0.0:2379,http://0.0.0.0:2379", "true", 4},
-		{"moved to the transition port", "https://" + host + ":2382", "https://" + host + ":2379",
-			&v1alpha1.MemberTLS{Peer: peer, Client: &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-client-trust-bbbb"}},
-			"https://0.0.0.0:2382", "https://0.0.0.0:2379", "false", 4},
+		{
+			name: "plaintext", peerURL: "http://" + host + ":2380", clientURL: "http://" + host + ":2379",
+			want:   map[string]string{"listen-peer-urls": "http://0.0.0.0:2380", "listen-client-urls": "http://0.0.0.0:2379"},
+			absent: []string{"peer-cert-file", "cert-file", "trusted-ca-file", "client-cert-auth", "peer-client-cert-auth"},
+		},
+		{
+			name: "mutual TLS", peerURL: peerHTTPS, clientURL: clientHTTPS, tls: memberTLS(true),
+			want: map[string]string{
+				"listen-peer-urls": "https://0.0.0.0:2380", "listen-client-urls": "https://0.0.0.0:2379",
+				"peer-cert-file": "/etc/etcd/tls/certs/peer.crt", "peer-key-file": "/etc/etcd/tls/certs/peer.key",
+				"peer-trusted-ca-file": "/etc/etcd/tls/peer-trust/ca.crt", "peer-client-cert-auth": "true",
+				"cert-file": "/etc/etcd/tls/certs/client.crt", "key-file": "/etc/etcd/tls/certs/client.key",
+				"trusted-ca-file": "/etc/etcd/tls/client-trust/ca.crt", "client-cert-auth": "true",
+			},
+			mounts: map[string]string{"tls-certs": "demo-x7k2p-tls", "tls-peer-trust": "demo-peer-trust-aaaa", "tls-client-trust": "demo-client-trust-bbbb"},
+		},
+		{
+			// etcd demands a client certificate whenever --trusted-ca-file
+			// is set; without mutual TLS it must not be.
+			name: "server TLS without client certificates", peerURL: peerHTTPS, clientURL: clientHTTPS, tls: memberTLS(false),
+			want: map[string]string{
+				"listen-peer-urls": "https://0.0.0.0:2380", "listen-client-urls": "https://0.0.0.0:2379",
+				"peer-trusted-ca-file": "/etc/etcd/tls/peer-trust/ca.crt", "peer-client-cert-auth": "true",
+				"cert-file": "/etc/etcd/tls/certs/client.crt", "key-file": "/etc/etcd/tls/certs/client.key",
+			},
+			absent: []string{"trusted-ca-file", "client-cert-auth"},
+			mounts: map[string]string{"tls-certs": "demo-x7k2p-tls", "tls-peer-trust": "demo-peer-trust-aaaa"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			p := pod.Build(newParams(newMember(withTLS(tc.peerURL, tc.clientURL, tc.tls))))
-			val := func(name string) string { v, _ := flag(p, name); return v }
-			g.Expect(val("listen-peer-urls")).To(Equal(tc.listenPeer))
-			g.Expect(val("listen-client-urls")).To(Equal(tc.listenClient))
-			g.Expect(val("initial-advertise-peer-urls")).To(Equal(tc.peerURL))
-			g.Expect(val("advertise-client-urls")).To(Equal(tc.clientURL))
-			g.Expect(val("client-cert-auth")).To(Equal(tc.clientAuth))
-			g.Expect(p.Spec.Containers[0].Ports).To(HaveLen(tc.ports))
-			probe := p.Spec.Containers[0].ReadinessProbe.HTTPGet
-			g.Expect(probe.Port.StrVal).To(Equal("metrics"), "the probe stays on the plaintext metrics port")
-			if tc.tls == nil {
-				g.Expect(p.Spec.Volumes).To(HaveLen(1))
-				_, has := flag(p, "peer-cert-file")
-				g.Expect(has).To(BeFalse())
-				return
+			m := newMember(withTLS(tc.peerURL, tc.clientURL, tc.tls))
+			p := pod.Build(newParams(m))
+			for name, want := range tc.want {
+				v, has := flag(p, name)
+				g.Expect(has).To(BeTrue(), "--%s", name)
+				g.Expect(v).To(Equal(want), "--%s", name)
 			}
-			g.Expect(val("peer-cert-file")).To(Equal("/etc/etcd/tls/certs/peer.crt"))
-			g.Expect(val("peer-trusted-ca-file")).To(Equal("/etc/etcd/tls/peer-trust/ca.crt"))
-			g.Expect(val("peer-client-cert-auth")).To(Equal("true"))
-			g.Expect(val("cert-file")).To(Equal("/etc/etcd/tls/certs/client.crt"))
-			g.Expect(val("trusted-ca-file")).To(Equal("/etc/etcd/tls/client-trust/ca.crt"))
+			for _, name := range tc.absent {
+				_, has := flag(p, name)
+				g.Expect(has).To(BeFalse(), "--%s must not be set", name)
+			}
+			v, _ := flag(p, "initial-advertise-peer-urls")
+			g.Expect(v).To(Equal(tc.peerURL))
+			v, _ = flag(p, "advertise-client-urls")
+			g.Expect(v).To(Equal(tc.clientURL))
+			v, _ = flag(p, "listen-metrics-urls")
+			g.Expect(v).To(Equal("http://0.0.0.0:2381"), "metrics stay plaintext on their own port")
+			ctr := p.Spec.Containers[0]
+			g.Expect(ctr.Ports).To(HaveLen(3))
+			g.Expect(ctr.ReadinessProbe.HTTPGet.Port.StrVal).To(Equal("metrics"), "the probe stays on the plaintext metrics port")
+			for _, vm := range ctr.VolumeMounts {
+				g.Expect(vm.SubPath).To(BeEmpty(), "a subPath mount never sees a renewed Secret")
+			}
 			names := map[string]string{}
 			for _, v := range p.Spec.Volumes {
 				switch {
 				case v.Secret != nil:
 					names[v.Name] = v.Secret.SecretName
+					g.Expect(v.Secret.Items).To(BeEmpty(), "the whole Secret is mounted")
 				case v.ConfigMap != nil:
 					names[v.Name] = v.ConfigMap.Name
 				}
 			}
-			g.Expect(names).To(Equal(map[string]string{
-				"tls-certs": "demo-x7k2p-tls", "tls-peer-trust": "demo-peer-trust-aaaa", "tls-client-trust": "demo-client-trust-bbbb",
-			}))
-			secret, cms := pod.TLSMaterialNames(newMember(withTLS(tc.peerURL, tc.clientURL, tc.tls)))
+			if tc.tls == nil {
+				g.Expect(p.Spec.Volumes).To(HaveLen(1))
+				return
+			}
+			g.Expect(names).To(Equal(tc.mounts))
+			secret, cms := pod.TLSMaterialNames(m)
 			g.Expect(secret).To(Equal("demo-x7k2p-tls"))
-			g.Expect(cms).To(ConsistOf("demo-peer-trust-aaaa", "demo-client-trust-bbbb"))
+			var wantCMs []string
+			for name, obj := range tc.mounts {
+				if name != "tls-certs" {
+					wantCMs = append(wantCMs, obj)
+				}
+			}
+			g.Expect(cms).To(ConsistOf(wantCMs), "the member controller waits for exactly what the Pod mounts")
 		})
 	}
 }
 
-// A new trust bundle is a new template hash, so the rollout restarts the
-// member; a member without TLS keeps the hash it had before TLS existed.
-func TestTLSShapesTheTemplateHash(t *testing.T) {
+// The template hash is the template's alone: a member's TLS is decided at
+// its creation and never changes, and a renewed certificate changes only a
+// Secret's content, so neither restarts anything.
+func TestTLSLeavesTheTemplateHashAlone(t *testing.T) {
 	g := NewWithT(t)
 	plain := newMember()
-	g.Expect(pod.TemplateHash(plain)).To(Equal(pod.TemplateHash(newMember(func(m *v1alpha1.EtcdMember) { m.Spec.TLS = nil }))))
-	a := newMember(withTLS("", "", &v1alpha1.MemberTLS{Peer: &v1alpha1.MemberTLSEndpoint{TrustBundle: "a"}}))
-	b := newMember(withTLS("", "", &v1alpha1.MemberTLS{Peer: &v1alpha1.MemberTLSEndpoint{TrustBundle: "b"}}))
-	g.Expect(pod.TemplateHash(a)).NotTo(Equal(pod.TemplateHash(b)))
-	g.Expect(pod.TemplateHash(a)).NotTo(Equal(pod.TemplateHash(plain)))
+	withCerts := newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true)))
+	g.Expect(pod.TemplateHash(withCerts)).To(Equal(pod.TemplateHash(plain)))
 }

@@ -146,7 +146,11 @@ func (r *Reconciler) createMember(ctx context.Context, s *scope, nm newMember) (
 	// A member is created only with every certificate it needs: its Pod
 	// would otherwise start half-configured, or not at all.
 	if c.Spec.TLS != nil && (s.tls == nil || !s.tls.decided) {
-		return nil, &tlsPendingError{message: "waiting for the cluster's certificates before creating a member"}
+		msg := "waiting for the cluster's certificates before creating a member"
+		if s.tls != nil && s.tls.pending != "" {
+			msg += ": " + s.tls.pending
+		}
+		return nil, &tlsPendingError{message: msg}
 	}
 	labels := map[string]string{}
 	if md := nm.template.AdditionalMetadata; md != nil {
