@@ -67,6 +67,10 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 		return nil, err
 	}
 	sec.shared = shared
+	// The source renews it (the user or cert-manager); neither Secret is
+	// the cluster's own object, so no watch brings the renewal in: the
+	// pass comes back when two thirds of it have passed.
+	sec.noteRenewal(shared.Cert)
 	sec.wanted = certs.NewBundle(sec.wanted, cas)
 	if sec.caNotAfter.IsZero() || shared.Cert.NotAfter.Before(sec.caNotAfter) {
 		sec.caNotAfter = shared.Cert.NotAfter
