@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -161,6 +162,14 @@ func (r *Reconciler) readSourceSecret(ctx context.Context, s *scope, section, na
 		if err := certs.Verify(pair.Cert, cas, host, s.now); err != nil {
 			return nil, nil, invalid("its certificate does not serve member %s as %s: %v", m.Name, host, err)
 		}
+	}
+	// Members get random names, so only a wildcard serves the ones not yet
+	// created; checking one such name now keeps the first member from
+	// starting with a certificate its later peers would refuse.
+	next := v1alpha1.MemberHost(v1alpha1.MemberNamePrefix(s.cluster.Name)+"xxxxx", s.cluster.Name, s.cluster.Namespace, r.clusterDomain())
+	if err := certs.Verify(pair.Cert, cas, next, s.now); err != nil {
+		wildcard := "*" + next[strings.Index(next, "."):]
+		return nil, nil, invalid("its certificate does not serve new members (such as %s): it needs the name %s (%v)", next, wildcard, err)
 	}
 	if err := certs.Verify(pair.Cert, cas, "", s.now); err != nil {
 		return nil, nil, invalid("its certificate is not valid under its ca.crt: %v", err)

@@ -190,7 +190,19 @@ func TestTLS_SecretSourceProblemsAreNamed(t *testing.T) {
 	h.g.Expect(ready.Message).To(ContainSubstring("Secret ns/my-peer-tls (spec.tls.peer.secretName): has no ca.crt"))
 	h.g.Expect(h.members()).To(BeEmpty())
 
-	s.Data["ca.crt"] = ca.CertPEM
+	wrong, err := certs.Issue(ca, certs.LeafRequest{CommonName: "x", DNSNames: []string{"elsewhere.example"},
+		Server: true, Client: true, Lifetime: time.Hour}, h.now)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	s.Data = map[string][]byte{"tls.crt": wrong.CertPEM, "tls.key": wrong.KeyPEM, "ca.crt": ca.CertPEM}
+	h.g.Expect(h.c.Update(context.Background(), s)).To(Succeed())
+	h.reconcile()
+	ready = h.condition(v1alpha1.ReadyCondition)
+	h.g.Expect(ready.Reason).To(Equal(v1alpha1.TLSSourceInvalidReason))
+	h.g.Expect(ready.Message).To(ContainSubstring("does not serve new members"))
+	h.g.Expect(ready.Message).To(ContainSubstring("*.demo.ns.svc.cluster.local"))
+	h.g.Expect(h.members()).To(BeEmpty())
+
+	s.Data = map[string][]byte{"tls.crt": right.CertPEM, "tls.key": right.KeyPEM, "ca.crt": ca.CertPEM}
 	h.g.Expect(h.c.Update(context.Background(), s)).To(Succeed())
 	h.reconcile()
 	h.reconcile()
