@@ -151,11 +151,6 @@ func tlsMountList(m *v1alpha1.EtcdMember) []corev1.VolumeMount {
 	return mounts
 }
 
-func (p Params) peerURL(ns string) string {
-	m := p.Member
-	return m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, ns, p.clusterDomain()))
-}
-
 // clientTrust is the client side when the member checks client certificates
 // against its trust bundle, nil otherwise (see tlsFlags).
 func clientTrust(t *v1alpha1.MemberTLS) *v1alpha1.MemberTLSEndpoint {
