@@ -56,6 +56,12 @@ type EtcdMemberSpec struct {
 	// again. The member controller restarts the member's Pod to apply it.
 	// +optional
 	ForceNewCluster bool `json:"forceNewCluster,omitempty"`
+
+	// TLS shapes the member's TLS; the cluster controller rolls it like
+	// the template. Unset means plaintext.
+	// +optional
+	TLS *MemberTLS `json:"tls,omitempty"`
+
 	// Restore is set on the seed of a restored cluster: its Pod restores
 	// this snapshot into the data dir before etcd first starts, and only
 	// while InitialClusterState is "new".

@@ -99,7 +99,7 @@ func NewDialer(opts ...Option) Dialer {
 // each call has its own timeout and reports IsUnavailable, which is where a
 // reconciler can act on it. Probing here would either demand every endpoint
 // (wrong during a partial outage) or any endpoint (the first call does that).
-func (d *dialer) Dial(ctx context.Context, endpoints []string) (Client, error) {
+func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error) {
 	if len(endpoints) == 0 {
 		return nil, &CallError{Op: OpDial, Err: errors.New("no endpoints given")}
 	}
@@ -118,6 +118,7 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string) (Client, error) {
 		return nil, &CallError{Op: OpDial, Err: context.DeadlineExceeded}
 	}
 	eps := slices.Clone(endpoints)
+	dial := ResolveDial(DialSettings{TLS: d.opts.tls}, opts...)
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   eps,
 		DialTimeout: timeout,
@@ -125,7 +126,7 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string) (Client, error) {
 		// the reconciler decides whom it talks to, and a half-added member
 		// must not become a target behind its back.
 		AutoSyncInterval: 0,
-		TLS:              d.opts.tls,
+		TLS:              dial.TLS,
 		Username:         d.opts.username,
 		Password:         d.opts.password,
 		Logger:           d.opts.logger,

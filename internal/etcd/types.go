@@ -187,7 +187,9 @@ type SnapshotStream struct {
 	StorageVersion func() string
 }
 
-// Dialer creates Clients. Controllers get one injected so tests can use the fake.
+// Dialer creates Clients. Controllers get one injected so tests can use the
+// fake. Options carry what a dial to one cluster needs (WithClientTLS); a
+// Dialer's own options are the defaults.
 type Dialer interface {
-	Dial(ctx context.Context, endpoints []string) (Client, error)
+	Dial(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error)
 }

@@ -35,6 +35,7 @@ type App struct {
 
 type options struct {
 	kube     KubeFlags
+	tls      TLSFlags
 	output   string
 	revision int64
 	to       string
@@ -206,6 +207,9 @@ var commands = []command{
 }
 
 func globalFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.tls.CACert, "cacert", "", "")
+	fs.StringVar(&o.tls.Cert, "cert", "", "")
+	fs.StringVar(&o.tls.Key, "key", "", "")
 	fs.StringVar(&o.kube.Kubeconfig, "kubeconfig", "", "")
 	fs.StringVar(&o.kube.Context, "context", "", "")
 	fs.StringVar(&o.kube.Namespace, "n", "", "")
@@ -216,6 +220,9 @@ const globalHelp = `Global flags:
   --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
   --context NAME        kubeconfig context (default: the current context)
   -n, --namespace NAME  namespace of the EtcdCluster (default: the context's)
+  --cacert, --cert, --key FILE
+                        your own client certificate for a TLS cluster (default:
+                        one the operator issues on request, or <cluster>-admin-client)
 `
 
 func newFlagSet(name string) *flag.FlagSet {
@@ -259,6 +266,7 @@ func (a *App) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	env.TLS = o.tls
 	return cmd.run(ctx, env, a.Out, o, rest)
 }
 

@@ -37,6 +37,8 @@ type Env struct {
 	Namespace string
 	Forwarder Forwarder
 	Dialer    etcd.Dialer
+	// TLS are the user's own client certificate files, if any.
+	TLS TLSFlags
 }
 
 // KubeFlags select the cluster, user and namespace the way kubectl's flags

@@ -36,6 +36,8 @@ type session struct {
 	tunnels     map[string]Tunnel
 	unreachable map[string]error
 	client      etcd.Client
+	// https: the members are dialed over TLS through their tunnels.
+	https bool
 }
 
 func (s *session) Close() {
@@ -54,6 +56,9 @@ func (s *session) endpoint(member string) (string, bool) {
 	t, ok := s.tunnels[member]
 	if !ok {
 		return "", false
+	}
+	if s.https {
+		return httpsEndpoints([]string{t.Endpoint()})[0], true
 	}
 	return t.Endpoint(), true
 }
@@ -138,7 +143,16 @@ func (e *Env) connectTo(ctx context.Context, c *v1alpha1.EtcdCluster) (*session,
 			endpoints = append(endpoints, t.Endpoint())
 		}
 	}
-	s.client, err = e.Dialer.Dial(ctx, endpoints)
+	https, opts, err := e.security(ctx, s, running)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if https {
+		endpoints = httpsEndpoints(endpoints)
+		s.https = true
+	}
+	s.client, err = e.Dialer.Dial(ctx, endpoints, opts...)
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("failed to create an etcd client for EtcdCluster %s: %w", s.ref(), err)

@@ -56,7 +56,7 @@ func ownedObjectsOnly() map[client.Object]cache.ByObject {
 	}
 	byObject := map[client.Object]cache.ByObject{}
 	for _, obj := range []client.Object{
-		&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Service{},
+		&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Service{}, &corev1.Secret{},
 		&corev1.PersistentVolumeClaim{}, &policyv1.PodDisruptionBudget{},
 		&batchv1.Job{},
 	} {

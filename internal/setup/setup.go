@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -75,6 +76,11 @@ func NewScheme() *runtime.Scheme {
 // AddToScheme registers every type the manager reads or writes.
 func AddToScheme(s *runtime.Scheme) error {
 	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return err
+	}
+	// cert-manager's Certificate, for clusters whose certificates it issues;
+	// nothing watches it, so the operator runs where it is not installed.
+	if err := cmapi.AddToScheme(s); err != nil {
 		return err
 	}
 	return etcdv1alpha1.AddToScheme(s)

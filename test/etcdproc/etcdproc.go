@@ -12,6 +12,7 @@ package etcdproc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -111,6 +112,8 @@ type Member struct {
 	env    []string
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// clientTLS dials the member's https client URL.
+	clientTLS *tls.Config
 }
 
 // Options shape a cluster.
@@ -122,6 +125,13 @@ type Options struct {
 	// Token is the --initial-cluster-token; distinct tokens keep two
 	// clusters from ever talking to each other. Empty means the test's name.
 	Token string
+	// ClientScheme and PeerScheme are http (the default) or https; with
+	// https, MemberArgs must give the member its certificate flags.
+	ClientScheme, PeerScheme string
+	// MemberArgs are extra flags for one member, such as its certificates.
+	MemberArgs func(m *Member) []string
+	// ClientTLS dials https client URLs, for the readiness check.
+	ClientTLS *tls.Config
 }
 
 // StartCluster starts a new cluster and waits until every member serves a
@@ -139,14 +149,16 @@ func StartCluster(t testing.TB, bin string, opts Options) []*Member {
 	logs := t.ArtifactDir()
 	members := make([]*Member, n)
 	var initial []string
+	clientScheme, peerScheme := cmpOr(opts.ClientScheme, "http"), cmpOr(opts.PeerScheme, "http")
 	for i := range members {
 		m := &Member{
 			Name:       fmt.Sprintf("m%d", i),
-			ClientURL:  fmt.Sprintf("http://127.0.0.1:%d", ports[3*i]),
-			PeerURL:    fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+1]),
+			ClientURL:  fmt.Sprintf("%s://127.0.0.1:%d", clientScheme, ports[3*i]),
+			PeerURL:    fmt.Sprintf("%s://127.0.0.1:%d", peerScheme, ports[3*i+1]),
 			MetricsURL: fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+2]),
 			Token:      token,
 			bin:        bin,
+			clientTLS:  opts.ClientTLS,
 		}
 		m.DataDir = filepath.Join(dir, m.Name)
 		m.LogFile = filepath.Join(logs, token+"-"+m.Name+".log")
@@ -166,6 +178,9 @@ func StartCluster(t testing.TB, bin string, opts Options) []*Member {
 			"--initial-cluster-token=" + token,
 			"--listen-metrics-urls=" + m.MetricsURL,
 		}, opts.Args...)
+		if opts.MemberArgs != nil {
+			m.args = append(m.args, opts.MemberArgs(m)...)
+		}
 		if err := m.start(); err != nil {
 			t.Fatalf("failed to start etcd %s: %v", m.Name, err)
 		}
@@ -370,6 +385,7 @@ func (m *Member) WaitReady(timeout time.Duration) error {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{m.ClientURL},
 		DialTimeout: time.Second,
+		TLS:         m.clientTLS,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
@@ -401,6 +417,7 @@ func (m *Member) Version() (string, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{m.ClientURL},
 		DialTimeout: 5 * time.Second,
+		TLS:         m.clientTLS,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
@@ -460,3 +477,39 @@ func freePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// Args are the member's flags.
+func (m *Member) Args() []string { return append([]string(nil), m.args...) }
+
+// RestartWithFlags starts a stopped member again with other flags, as a rollout
+// re-creates a Pod from a new template on the same data dir. clientTLS, if
+// not nil, replaces the TLS the readiness check dials with, and clientURL,
+// if not empty, the member's client URL.
+func (m *Member) RestartWithFlags(args []string, clientURL string, clientTLS *tls.Config) error {
+	m.args = append([]string(nil), args...)
+	if clientURL != "" {
+		m.ClientURL = clientURL
+	}
+	if clientTLS != nil {
+		m.clientTLS = clientTLS
+	}
+	return m.Restart()
+}
+
+// PID is the member's process ID, to show that it was not restarted.
+func (m *Member) PID() int {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
+func cmpOr(v, fallback string) string {
+	if v == "" {
+		return fallback
+	}
+	return v
+}
+
+// FreePorts asks the kernel for n distinct free loopback ports.
+func FreePorts(t testing.TB, n int) []int { return freePorts(t, n) }

@@ -24,6 +24,8 @@ type SaveArgs struct {
 	// ClusterID (hex) is the cluster the members must belong to; empty
 	// accepts any.
 	ClusterID string
+	// EtcdTLS reaches https endpoints.
+	EtcdTLS EtcdTLSArgs
 }
 
 // Args renders the command line, without the program name.
@@ -35,6 +37,7 @@ func (a SaveArgs) Args() []string {
 	if a.ClusterID != "" {
 		out = append(out, "--cluster-id="+a.ClusterID)
 	}
+	out = append(out, a.EtcdTLS.flags()...)
 	return append(out, a.flags()...)
 }
 
@@ -47,6 +50,7 @@ func parseSave(args []string, env Env) (SaveArgs, string, error) {
 	fs.StringVar(&a.Snapshot, "snapshot", "", "the EtcdSnapshot")
 	fs.StringVar(&endpoints, "endpoints", "", "comma separated client URLs of the members")
 	fs.StringVar(&a.ClusterID, "cluster-id", "", "the etcd cluster ID (hex) the members must report")
+	etcdTLSFlags(fs, &a.EtcdTLS)
 	decode := storageFlags(fs, &a.StorageArgs)
 	logPath := terminationFlag(fs)
 	err := parse(fs, args, decode, func() error {
@@ -75,7 +79,11 @@ func runSave(ctx context.Context, args []string, env Env) (backup.Result, string
 	if err != nil {
 		return backup.ResultOf(err), logPath
 	}
-	meta, err := Save(ctx, st, dialer, a, env.Stdout)
+	dial, err := a.EtcdTLS.dialOptions()
+	if err != nil {
+		return backup.ResultOf(err), logPath
+	}
+	meta, err := Save(ctx, st, dialer, a, env.Stdout, dial...)
 	res := backup.ResultOf(err)
 	res.Metadata = meta
 	return res, logPath
@@ -85,8 +93,8 @@ func runSave(ctx context.Context, args []string, env Env) (backup.Result, string
 // or a missing bucket fail before etcd is asked for anything, picks a
 // member, streams its snapshot into the store while checking etcd's
 // SHA-256, commits it only if that matched, and then writes the metadata
-// object, the marker of a good snapshot.
-func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io.Writer) (*backup.Metadata, error) {
+// object, the marker of a good snapshot. dial carries the cluster's TLS.
+func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io.Writer, dial ...etcd.DialOption) (*backup.Metadata, error) {
 	for _, key := range []string{a.Key, backup.MetadataKey(a.Key)} {
 		_, err := st.Stat(ctx, key)
 		switch {
@@ -104,7 +112,7 @@ func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io
 		}
 		want = id
 	}
-	c, err := d.Dial(ctx, a.Endpoints)
+	c, err := d.Dial(ctx, a.Endpoints, dial...)
 	if err != nil {
 		return nil, err
 	}

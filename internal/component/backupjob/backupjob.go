@@ -23,6 +23,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 )
 
 const (
@@ -32,8 +33,9 @@ const (
 	// ManagerPath is the manager binary in the operator image.
 	ManagerPath = "/manager"
 
-	pvcVolume = "snapshots"
-	caVolume  = "s3-ca"
+	pvcVolume        = "snapshots"
+	caVolume         = "s3-ca"
+	etcdClientVolume = "etcd-client"
 
 	nonRootID int64 = 65532
 
@@ -224,12 +226,14 @@ func jobLabels(cluster, kind string, extra map[string]string) map[string]string 
 // Snapshot is the Job that takes snapshot s of its cluster. The Job itself
 // carries the cluster label, so the operator's cache (which keeps only
 // labelled objects) sees it; its Pod does not, so that no Service or
-// PodDisruptionBudget of the cluster ever selects it.
-func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, endpoints []string, key, image string) *batchv1.Job {
+// PodDisruptionBudget of the cluster ever selects it. shape says how the
+// members are reached (see etcdAccess); endpoints carry its scheme.
+func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, endpoints []string, key, image string) *batchv1.Job {
 	a := agent.SaveArgs{
 		Namespace: s.Namespace, Cluster: c.Name, Snapshot: s.Name, Endpoints: endpoints, ClusterID: c.Status.ClusterID,
 		StorageArgs: agent.StorageArgs{Destination: s.Spec.Destination, Key: key},
 	}
+	vols, mounts := etcdAccess(c, shape, &a.EtcdTLS)
 	p := jobParams{
 		name: SnapshotJobName(c.Name), namespace: s.Namespace, owner: ownerRef("EtcdSnapshot", s.Name, s),
 		labels: jobLabels(c.Name, v1alpha1.JobKindSnapshot, map[string]string{v1alpha1.SnapshotLabel: s.Name}),
@@ -237,9 +241,33 @@ func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, endpoints []str
 	}
 	// Volumes fill in the mount paths, so the arguments are rendered after.
 	job := build(p)
-	job.Spec.Template.Spec.Containers[0].Args = a.Args()
+	spec := &job.Spec.Template.Spec
+	spec.Volumes = append(spec.Volumes, vols...)
+	spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, mounts...)
+	spec.Containers[0].Args = a.Args()
 	job.Labels[v1alpha1.ClusterLabel] = c.Name
 	return job
+}
+
+// etcdAccess gives the snapshot Pod what the operator itself dials the
+// cluster with: once the members serve TLS on their client port, the
+// operator's client certificate and the client trust bundle, from the Secret
+// the operator keeps and renews in place.
+//
+// The Secret is not optional: without it the operator cannot reach a
+// mutual-TLS cluster either, and the Pod waiting for it is reported as
+// stuck.
+func etcdAccess(c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, a *agent.EtcdTLSArgs) ([]corev1.Volume, []corev1.VolumeMount) {
+	if !shape.HTTPS {
+		return nil, nil
+	}
+	vols := []corev1.Volume{{Name: etcdClientVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName:  v1alpha1.OperatorClientSecretName(c.Name),
+		DefaultMode: ptr.To(int32(0o440)),
+	}}}}
+	mounts := []corev1.VolumeMount{{Name: etcdClientVolume, MountPath: agent.DefaultEtcdTLSDir, ReadOnly: true}}
+	a.InDir(agent.DefaultEtcdTLSDir)
+	return vols, mounts
 }
 
 // Prune is the Job that deletes snapshot s's objects.

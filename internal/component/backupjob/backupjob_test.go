@@ -12,6 +12,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/component/backupjob"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 )
 
 func snapshot(dest v1alpha1.SnapshotDestination) *v1alpha1.EtcdSnapshot {
@@ -33,7 +34,7 @@ var s3Dest = v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{
 
 func TestSnapshotJob(t *testing.T) {
 	g := NewWithT(t)
-	job := backupjob.Snapshot(snapshot(s3Dest), cluster(), []string{"http://a:2379", "http://b:2379"}, "prod/main/nightly.db", "op:v1")
+	job := backupjob.Snapshot(snapshot(s3Dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379", "http://b:2379"}, "prod/main/nightly.db", "op:v1")
 	g.Expect(job.Name).To(Equal("main-snapshot"), "one per cluster: the name is the lock")
 	g.Expect(job.OwnerReferences).To(HaveLen(1))
 	g.Expect(job.OwnerReferences[0].Kind).To(Equal("EtcdSnapshot"))
@@ -68,10 +69,49 @@ func TestSnapshotJob(t *testing.T) {
 	}
 }
 
+// A snapshot Job reaches a TLS cluster as the operator does: with the
+// operator's client certificate and the client trust bundle, once the
+// members serve TLS on their client port.
+func TestSnapshotJobReachesTLSClusters(t *testing.T) {
+	cases := []struct {
+		name  string
+		shape etcdaccess.Shape
+		cert  bool
+	}{
+		{"plaintext", etcdaccess.Shape{}, false},
+		{"server TLS only", etcdaccess.Shape{TLS: true, HTTPS: true}, true},
+		{"mutual TLS", etcdaccess.Shape{TLS: true, HTTPS: true, Mutual: true}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			job := backupjob.Snapshot(snapshot(s3Dest), cluster(), tc.shape, []string{"https://a:2379"}, "k.db", "op:v1")
+			spec := job.Spec.Template.Spec
+			ctr := spec.Containers[0]
+			var secretVolume *corev1.Volume
+			for i := range spec.Volumes {
+				if s := spec.Volumes[i].Secret; s != nil && s.SecretName == "main-operator-client" {
+					secretVolume = &spec.Volumes[i]
+				}
+			}
+			g.Expect(secretVolume != nil).To(Equal(tc.cert), "the operator's client certificate is mounted")
+			certArgs := []string{"--etcd-cacert=/etc/quorumctl/etcd-client/ca.crt", "--etcd-cert=/etc/quorumctl/etcd-client/tls.crt", "--etcd-key=/etc/quorumctl/etcd-client/tls.key"}
+			if !tc.cert {
+				g.Expect(ctr.Args).NotTo(ContainElements(certArgs[0]))
+				return
+			}
+			g.Expect(ctr.Args).To(ContainElements(certArgs))
+			g.Expect(ctr.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: secretVolume.Name, MountPath: "/etc/quorumctl/etcd-client", ReadOnly: true}))
+			g.Expect(secretVolume.Secret.Items).To(BeEmpty(), "the whole Secret, so a renewal reaches the Pod")
+			g.Expect(*secretVolume.Secret.DefaultMode).To(Equal(int32(0o440)), "readable by the agent's group only")
+		})
+	}
+}
+
 func TestJobsOnAVolume(t *testing.T) {
 	g := NewWithT(t)
 	dest := v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}
-	save := backupjob.Snapshot(snapshot(dest), cluster(), []string{"http://a:2379"}, "k.db", "op:v1")
+	save := backupjob.Snapshot(snapshot(dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379"}, "k.db", "op:v1")
 	g.Expect(save.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal("backups"))
 	g.Expect(save.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly).To(BeFalse())
 	g.Expect(*save.Spec.Template.Spec.SecurityContext.FSGroup).To(BeNumerically(">", 0), "a fresh claim must be writable")

@@ -132,7 +132,7 @@ func Build(p Params) *corev1.Pod {
 		nodeSelector = maps.Clone(m.Spec.NodeSelector)
 	}
 
-	volumes := []corev1.Volume{dataVolume(m)}
+	volumes := append([]corev1.Volume{dataVolume(m)}, tlsVolumeList(m)...)
 	var initContainers []corev1.Container
 	if restores(p) {
 		var extra []corev1.Volume
@@ -210,17 +210,19 @@ func ServesClients(m *v1alpha1.EtcdMember) bool {
 func Args(p Params) []string {
 	m := p.Member
 	cluster, ns, domain := m.Spec.ClusterName, p.namespace(), p.clusterDomain()
+	peerURL := m.OwnPeerURL(v1alpha1.PeerURL(m.Name, cluster, ns, domain))
 	args := []string{
 		"--name=" + m.Name,
 		"--data-dir=" + DataDir,
-		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", v1alpha1.ClientPort),
+		"--listen-client-urls=" + listenClientURLs(m),
 		"--advertise-client-urls=" + m.OwnClientURL(v1alpha1.ClientURL(m.Name, cluster, ns, domain)),
-		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", v1alpha1.PeerPort),
-		"--initial-advertise-peer-urls=" + m.OwnPeerURL(v1alpha1.PeerURL(m.Name, cluster, ns, domain)),
+		"--listen-peer-urls=" + listenPeerURLs(peerURL),
+		"--initial-advertise-peer-urls=" + peerURL,
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", v1alpha1.MetricsPort),
 		"--initial-cluster-token=" + m.Spec.ClusterToken,
 	}
 	args = append(args, optionFlags(m)...)
+	args = append(args, tlsFlags(m)...)
 	slices.Sort(args)
 	return args
 }
@@ -270,9 +272,9 @@ func container(p Params, ns string) corev1.Container {
 		// container status lets self-heal classify failures without log access.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Resources:                defaultedResources(p.Member),
-		VolumeMounts: []corev1.VolumeMount{
+		VolumeMounts: append([]corev1.VolumeMount{
 			{Name: DataVolumeName, MountPath: DataMountPath},
-		},
+		}, tlsMountList(p.Member)...),
 		SecurityContext: containerSecurityContext(),
 	}
 }

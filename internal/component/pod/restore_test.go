@@ -145,3 +145,33 @@ func TestBuild_RestoreFromAVolumeMountsItReadOnly(t *testing.T) {
 		g.Expect(e.ValueFrom.SecretKeyRef).To(BeNil(), "a volume needs no credentials")
 	}
 }
+
+// The seed of a restored TLS cluster gets both: the restore steps with the
+// https peer URL the member will advertise, and etcd's TLS mounts, with no
+// volume name taken twice.
+func TestBuild_RestoredTLSSeed(t *testing.T) {
+	g := NewWithT(t)
+	peerURL := "https://m.demo-peer.ns.svc.cluster.local:2380"
+	m := restoredSeed(withTLS(peerURL, "https://m.demo.ns.svc.cluster.local:2379", &v1alpha1.MemberTLS{
+		Peer:   &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-peer-trust-aaaa"},
+		Client: &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-client-trust-bbbb", ClientCertAuth: true},
+	}))
+	p := pod.Build(restoreParams(m, false))
+	apply := initContainer(p, pod.RestoreApplyContainer)
+	g.Expect(apply).NotTo(BeNil())
+	g.Expect(argValue(apply, "initial-advertise-peer-urls")).To(Equal(peerURL), "etcdutl writes the member with the URL etcd advertises")
+	g.Expect(argValue(apply, "initial-cluster")).To(Equal(m.Name + "=" + peerURL))
+	names := map[string]bool{}
+	for _, v := range p.Spec.Volumes {
+		g.Expect(names).NotTo(HaveKey(v.Name), "volume %s twice", v.Name)
+		names[v.Name] = true
+	}
+	g.Expect(names).To(HaveKey("tls-certs"))
+	g.Expect(names).To(HaveKey("tls-client-trust"))
+	var etcdArgs []string
+	for _, c := range p.Spec.Containers {
+		etcdArgs = append(etcdArgs, c.Command...)
+		etcdArgs = append(etcdArgs, c.Args...)
+	}
+	g.Expect(strings.Join(etcdArgs, " ")).To(ContainSubstring("--initial-advertise-peer-urls=" + peerURL))
+}

@@ -58,7 +58,7 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 		}
 		return ctrl.Result{}, nil
 	}
-	list, err := r.seedMemberList(ctx, seed)
+	list, err := r.seedMemberList(ctx, s, seed)
 	if err != nil {
 		s.setProgress(v1alpha1.BootstrappingReason, "seed member %s does not answer yet: %v", seed.Name, err)
 		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
@@ -96,10 +96,10 @@ func (r *Reconciler) isSeed(m etcd.Member, seed *v1alpha1.EtcdMember) bool {
 }
 
 // seedMemberList asks the seed, and only the seed, for the membership.
-func (r *Reconciler) seedMemberList(ctx context.Context, seed *v1alpha1.EtcdMember) (etcd.MemberList, error) {
+func (r *Reconciler) seedMemberList(ctx context.Context, s *scope, seed *v1alpha1.EtcdMember) (etcd.MemberList, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdInspectTimeout)
 	defer cancel()
-	c, err := r.Dialer.Dial(ctx, []string{r.clientURL(seed)})
+	c, err := r.Dialer.Dial(ctx, []string{s.access.URL(r.clientURL(seed))}, s.access.Options...)
 	if err != nil {
 		return etcd.MemberList{}, err
 	}
@@ -143,6 +143,15 @@ func memberFrom(x *v1alpha1.EtcdMember) newMember {
 // recorded in the same write.
 func (r *Reconciler) createMember(ctx context.Context, s *scope, nm newMember) (*v1alpha1.EtcdMember, error) {
 	c := s.cluster
+	// A member is created only with every certificate it needs: its Pod
+	// would otherwise start half-configured, or not at all.
+	if c.Spec.TLS != nil && (s.tls == nil || !s.tls.decided) {
+		msg := "waiting for the cluster's certificates before creating a member"
+		if s.tls != nil && s.tls.pending != "" {
+			msg += ": " + s.tls.pending
+		}
+		return nil, &tlsPendingError{message: msg}
+	}
 	labels := map[string]string{}
 	if md := nm.template.AdditionalMetadata; md != nil {
 		for k, v := range md.Labels {
@@ -154,14 +163,17 @@ func (r *Reconciler) createMember(ctx context.Context, s *scope, nm newMember) (
 	}
 	for attempt := 0; ; attempt++ {
 		name := v1alpha1.MemberNamePrefix(c.Name) + utilrand.String(5)
+		peerURL, clientURL, memberTLS := s.newMemberTLS(
+			v1alpha1.PeerURL(name, c.Name, c.Namespace, r.ClusterDomain), v1alpha1.ClientURL(name, c.Name, c.Namespace, r.ClusterDomain))
 		m := &v1alpha1.EtcdMember{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: labels},
 			Spec: v1alpha1.EtcdMemberSpec{
 				ClusterName:    c.Name,
 				Bootstrap:      nm.seed,
 				ClusterToken:   c.Status.ClusterToken,
-				PeerURL:        v1alpha1.PeerURL(name, c.Name, c.Namespace, r.ClusterDomain),
-				ClientURL:      v1alpha1.ClientURL(name, c.Name, c.Namespace, r.ClusterDomain),
+				PeerURL:        peerURL,
+				ClientURL:      clientURL,
+				TLS:            memberTLS,
 				Replaces:       nm.replaces,
 				Restore:        nm.restore,
 				MemberTemplate: *nm.template.DeepCopy(),

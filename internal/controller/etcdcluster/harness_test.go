@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +61,7 @@ func newHarness(t *testing.T) *harness {
 	_ = policyv1.AddToScheme(scheme)
 	_ = storagev1.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
+	_ = cmapi.AddToScheme(scheme)
 	// A plain tracker: the default one keeps managed fields, at a cost per
 	// write that dominates the state-space test, and nothing here applies.
 	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())

@@ -216,13 +216,13 @@ func describeJob(j *maintJob) string {
 }
 
 func (r *Reconciler) startCompaction(s *scope, mm *memo, d maintenance.Decision) {
-	eps := r.endpoints(s)
+	eps, dial := r.endpoints(s), s.access.Options
 	j := &maintJob{action: maintenance.Compact, revision: d.Revision, noSpace: true, started: s.now}
 	r.event(s.cluster, corev1.EventTypeNormal, "Compacting", "Compact",
 		"Compacting at revision %d to recover from NOSPACE; no key that exists now is touched", d.Revision)
 	s.maint.running = j
 	mm.start(j, func(ctx context.Context) (*etcd.EndpointStatus, error) {
-		c, err := r.Dialer.Dial(ctx, eps)
+		c, err := r.Dialer.Dial(ctx, eps, dial...)
 		if err != nil {
 			return nil, err
 		}
@@ -280,9 +280,9 @@ func (r *Reconciler) startDefragmentation(ctx context.Context, s *scope, mm *mem
 		"Defragmenting member %s (%s): %s", m.Name, role, d.Reason)
 	s.setProgress(progressReasonOf(d.NoSpace), "%s", describeJob(j))
 	s.maint.running = j
-	ep := j.endpoint
+	ep, dial := j.endpoint, s.access.Options
 	mm.start(j, func(ctx context.Context) (*etcd.EndpointStatus, error) {
-		c, err := r.Dialer.Dial(ctx, []string{ep})
+		c, err := r.Dialer.Dial(ctx, []string{ep}, dial...)
 		if err != nil {
 			return nil, err
 		}

@@ -565,7 +565,7 @@ func (r *Reconciler) notReadyMembers(s *scope, exclude ...string) []string {
 
 // withClient dials the members and runs one etcd call.
 func (r *Reconciler) withClient(ctx context.Context, s *scope, call func(etcd.Client) (etcd.Member, etcd.MemberList, error)) (etcd.Member, etcd.MemberList, error) {
-	c, err := r.Dialer.Dial(ctx, r.endpoints(s))
+	c, err := r.Dialer.Dial(ctx, r.endpoints(s), s.access.Options...)
 	if err != nil {
 		return etcd.Member{}, etcd.MemberList{}, err
 	}

@@ -75,6 +75,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch
 
 // Reconcile only orchestrates: fetch, observe, run the phases, and write
 // status once at the end. Every phase runs on every pass; a failed one is
@@ -121,6 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 	result = runPhases(ctx, s, []phase{
 		r.latchTarget,
+		r.reconcileTLS,
 		r.reconcileServices,
 		r.syncMemberStatus,
 		r.reconcilePDB,
@@ -198,6 +202,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.maintDone, &handler.EnqueueRequestForObject{})).
 		Owns(&v1alpha1.EtcdMember{}).
 		Owns(&corev1.Service{}).
+		Owns(&corev1.Secret{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).

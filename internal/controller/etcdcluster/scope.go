@@ -15,6 +15,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/recovery"
 )
@@ -69,6 +70,10 @@ type scope struct {
 	// versionRefused is set when the target version breaks etcd's upgrade
 	// rules for the versions the members are on.
 	versionRefused *etcdversion.Refusal
+	// access is how this pass reaches etcd (scheme, TLS, credentials);
+	// tls is what the TLS phase decided.
+	access etcdaccess.Access
+	tls    *tlsView
 	// restoreRefusal is why a restore from a snapshot is refused, if it is.
 	restoreRefusal *progress
 	// maint is what maintenance observed and decided this pass.
@@ -258,6 +263,11 @@ func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster
 	if err := r.observeNodes(ctx, s); err != nil {
 		return nil, err
 	}
+	access, err := etcdaccess.For(ctx, r.Client, cluster, append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...))
+	if err != nil {
+		return nil, err
+	}
+	s.access = access
 	if cluster.ClusterFormed() {
 		s.etcd = r.inspectEtcd(ctx, s)
 	}
@@ -285,9 +295,9 @@ func (r *Reconciler) endpoints(s *scope) []string {
 			continue
 		}
 		if m.Status.Role == v1alpha1.MemberRoleVoter {
-			voters = append(voters, r.clientURL(m))
+			voters = append(voters, s.access.URL(r.clientURL(m)))
 		} else {
-			others = append(others, r.clientURL(m))
+			others = append(others, s.access.URL(r.clientURL(m)))
 		}
 	}
 	return append(voters, others...)
@@ -380,7 +390,7 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 			view.reports = r.selfReports(outer, s, view)
 		}
 	}()
-	c, err := r.Dialer.Dial(ctx, eps)
+	c, err := r.Dialer.Dial(ctx, eps, s.access.Options...)
 	if err != nil {
 		view.err = fmt.Errorf("failed to dial etcd: %w", err)
 		return view

@@ -256,6 +256,14 @@ func phaseFailure(s *scope) (string, string, bool) {
 		if errors.As(err, &notOwned) {
 			return v1alpha1.ObjectNotOwnedReason, fmt.Sprintf("%v; delete or rename it so the operator can create its own", notOwned), true
 		}
+		var invalid *sourceInvalidError
+		if errors.As(err, &invalid) {
+			return v1alpha1.TLSSourceInvalidReason, invalid.message, true
+		}
+		var pending *tlsPendingError
+		if errors.As(err, &pending) {
+			return v1alpha1.TLSSourcePendingReason, pending.message, true
+		}
 	}
 	if len(s.phaseErrs) > 0 {
 		return v1alpha1.ReconcileErrorReason, s.phaseErrs[0].Error(), true
@@ -299,6 +307,7 @@ func stalledBy(s *scope) string {
 var stalls = map[string]bool{
 	v1alpha1.ObjectNotOwnedReason: true, v1alpha1.VersionChangeRefusedReason: true, v1alpha1.RolloutFailedReason: true,
 	v1alpha1.NoSpaceOverQuotaReason: true, v1alpha1.NoSpaceRecoveryDisabledReason: true, v1alpha1.CorruptAlarmReason: true,
+	v1alpha1.TLSSourceInvalidReason: true,
 }
 
 // stalledMessage says what the target is and what it is stuck on.

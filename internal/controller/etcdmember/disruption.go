@@ -12,6 +12,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 )
 
@@ -108,6 +109,18 @@ func (r *Reconciler) restartAllowed(ctx context.Context, m *v1alpha1.EtcdMember)
 		client.MatchingLabels{v1alpha1.ClusterLabel: m.Spec.ClusterName}); err != nil {
 		return false, "", fmt.Errorf("failed to list EtcdMembers of %s: %w", m.Spec.ClusterName, err)
 	}
+	var all []*v1alpha1.EtcdMember
+	for i := range siblings.Items {
+		all = append(all, &siblings.Items[i])
+	}
+	cluster := &v1alpha1.EtcdCluster{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster); err != nil {
+		return false, "", fmt.Errorf("failed to get EtcdCluster %s: %w", m.Spec.ClusterName, err)
+	}
+	access, err := etcdaccess.For(ctx, r.Client, cluster, all)
+	if err != nil {
+		return false, "", err
+	}
 	var endpoints []string
 	for _, s := range siblings.Items {
 		if s.Name != m.Name && s.Status.PodName != "" && !s.Pending() {
@@ -119,7 +132,7 @@ func (r *Reconciler) restartAllowed(ctx context.Context, m *v1alpha1.EtcdMember)
 	}
 	ctx, cancel := context.WithTimeout(ctx, removalTimeout)
 	defer cancel()
-	c, err := r.Dialer.Dial(ctx, endpoints)
+	c, err := r.Dialer.Dial(ctx, endpoints, access.Options...)
 	if err != nil {
 		return false, fmt.Sprintf("cannot reach etcd: %v", err), nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 )
 
@@ -125,6 +126,14 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 		client.MatchingLabels{v1alpha1.ClusterLabel: m.Spec.ClusterName}); err != nil {
 		return false, "", fmt.Errorf("failed to list EtcdMembers of %s: %w", m.Spec.ClusterName, err)
 	}
+	var all []*v1alpha1.EtcdMember
+	for i := range siblings.Items {
+		all = append(all, &siblings.Items[i])
+	}
+	access, err := etcdaccess.For(ctx, r.Client, cluster, all)
+	if err != nil {
+		return false, "", err
+	}
 	var endpoints []string
 	others := 0
 	for _, s := range siblings.Items {
@@ -133,7 +142,7 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 		}
 		others++
 		if s.Status.PodName != "" && !s.Pending() {
-			endpoints = append(endpoints, s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain)))
+			endpoints = append(endpoints, access.URL(s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))))
 		}
 	}
 	if others == 0 {
@@ -145,7 +154,7 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 	}
 	ctx, cancel := context.WithTimeout(ctx, removalTimeout)
 	defer cancel()
-	c, err := r.Dialer.Dial(ctx, endpoints)
+	c, err := r.Dialer.Dial(ctx, endpoints, access.Options...)
 	if err != nil {
 		return false, fmt.Sprintf("cannot reach etcd: %v", err), nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/component/pvc"
 	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 )
 
 // EventRecorder is the part of the events API the controller uses.
@@ -51,6 +52,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile makes one member real and reports on it.
@@ -105,6 +107,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	r.disruptions.settle(m, current, podReady(current))
+	if current == nil {
+		// A Pod whose certificates or trust bundle do not exist yet would
+		// sit in ContainerCreating and retry its mounts on the kubelet's
+		// backoff; the cluster controller creates them within a pass.
+		if missing, err := r.missingTLSMaterial(ctx, m); err != nil || missing != "" {
+			if missing != "" {
+				ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the member's TLS material", "missing", missing)
+			}
+			return ctrl.Result{RequeueAfter: requeueTLSMaterial}, err
+		}
+	}
 	if m.LostPod(current) {
 		// tmpfs went with the Pod: a new Pod would start with nothing under
 		// the old member ID. The cluster controller replaces the member.
@@ -148,7 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if podReady(p) && (m.Status.Version == "" || m.Status.PodUID != p.UID) {
-		obs.version = r.observeVersion(ctx, m)
+		obs.version = r.observeVersion(ctx, cluster, m)
 	}
 	return ctrl.Result{}, nil
 }
@@ -242,9 +255,13 @@ func (r *Reconciler) deletePod(ctx context.Context, m *v1alpha1.EtcdMember) erro
 
 // observeVersion asks the member itself which etcd it runs. Best effort: a
 // failure leaves the version unknown until the next pass.
-func (r *Reconciler) observeVersion(ctx context.Context, m *v1alpha1.EtcdMember) string {
-	ep := v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)
-	c, err := r.Dialer.Dial(ctx, []string{ep})
+func (r *Reconciler) observeVersion(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember) string {
+	access, err := etcdaccess.For(ctx, r.Client, cluster, []*v1alpha1.EtcdMember{m})
+	if err != nil {
+		return ""
+	}
+	ep := access.URL(m.OwnClientURL(v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)))
+	c, err := r.Dialer.Dial(ctx, []string{ep}, access.Options...)
 	if err != nil {
 		return ""
 	}
@@ -279,6 +296,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}).
 		Named("etcdmember").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1), RateLimiter: ratelimit.Capped()}).
 		Complete(r)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/recovery"
 	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
@@ -126,7 +127,14 @@ func (r *Reconciler) ask(ctx context.Context, cluster *v1alpha1.EtcdCluster, mem
 	if len(eps) == 0 {
 		return out
 	}
-	c, err := r.Dialer.Dial(ctx, eps)
+	access, err := etcdaccess.For(ctx, r.Client, cluster, members)
+	if err != nil {
+		for _, m := range members {
+			out[m.Name] = answer{err: err}
+		}
+		return out
+	}
+	c, err := r.Dialer.Dial(ctx, eps, access.Options...)
 	if err != nil {
 		for _, m := range members {
 			out[m.Name] = answer{err: err}

@@ -23,6 +23,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/component/backupjob"
 	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/metrics"
 )
 
@@ -141,7 +142,7 @@ func (r *Reconciler) start(ctx context.Context, s *v1alpha1.EtcdSnapshot, cluste
 	if live.Status.Phase.Terminal() || live.Status.Phase == v1alpha1.SnapshotRunning {
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
-	endpoints, err := r.endpoints(ctx, cluster)
+	shape, endpoints, err := r.endpoints(ctx, cluster)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -153,7 +154,7 @@ func (r *Reconciler) start(ctx context.Context, s *v1alpha1.EtcdSnapshot, cluste
 		r.finish(s, v1alpha1.JobFailedReason, "the operator was started without --operator-image, which runs snapshot Jobs")
 		return ctrl.Result{}, nil
 	}
-	job := backupjob.Snapshot(s, cluster, endpoints, s.Status.Key, r.OperatorImage)
+	job := backupjob.Snapshot(s, cluster, shape, endpoints, s.Status.Key, r.OperatorImage)
 	if err := r.Create(ctx, job, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			setPhase(s, v1alpha1.SnapshotPending, v1alpha1.WaitingForTurnReason, "another snapshot of "+cluster.Name+" started first")
@@ -194,21 +195,29 @@ func (r *Reconciler) olderWaiting(ctx context.Context, s *v1alpha1.EtcdSnapshot)
 	return "", nil
 }
 
-// endpoints are the client URLs of the cluster's members that have a Pod.
-func (r *Reconciler) endpoints(ctx context.Context, c *v1alpha1.EtcdCluster) ([]string, error) {
-	var members v1alpha1.EtcdMemberList
-	if err := r.List(ctx, &members, client.InNamespace(c.Namespace), client.MatchingLabels{v1alpha1.ClusterLabel: c.Name}); err != nil {
-		return nil, fmt.Errorf("failed to list EtcdMembers of %s: %w", c.Name, err)
+// endpoints are the client URLs of the cluster's members that have a Pod,
+// with the scheme the operator dials them with: https once every one of
+// them serves TLS (etcdaccess decides for the Job as for the operator).
+func (r *Reconciler) endpoints(ctx context.Context, c *v1alpha1.EtcdCluster) (etcdaccess.Shape, []string, error) {
+	var list v1alpha1.EtcdMemberList
+	if err := r.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingLabels{v1alpha1.ClusterLabel: c.Name}); err != nil {
+		return etcdaccess.Shape{}, nil, fmt.Errorf("failed to list EtcdMembers of %s: %w", c.Name, err)
 	}
-	var out []string
-	for _, m := range members.Items {
-		if m.Pending() || m.Spec.Dormant || !m.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(&m, c) {
+	var members []*v1alpha1.EtcdMember
+	for i := range list.Items {
+		m := &list.Items[i]
+		if m.Pending() || m.Spec.Dormant || !m.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(m, c) {
 			continue
 		}
-		out = append(out, m.OwnClientURL(v1alpha1.ClientURL(m.Name, c.Name, c.Namespace, r.ClusterDomain)))
+		members = append(members, m)
+	}
+	shape := etcdaccess.ShapeOf(c, members)
+	var out []string
+	for _, m := range members {
+		out = append(out, shape.URL(m.OwnClientURL(v1alpha1.ClientURL(m.Name, c.Name, c.Namespace, r.ClusterDomain))))
 	}
 	sort.Strings(out)
-	return out, nil
+	return shape, out, nil
 }
 
 // observe follows the snapshot's Job and records its result once it ends.

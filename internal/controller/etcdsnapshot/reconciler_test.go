@@ -2,6 +2,7 @@ package etcdsnapshot
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -50,8 +51,17 @@ func newHarness(t *testing.T) *harness {
 }
 
 func (h *harness) cluster(available bool) *v1alpha1.EtcdCluster {
+	return h.clusterWith(available, func(string) *v1alpha1.MemberTLS { return nil })
+}
+
+// clusterWith makes a cluster with each member's TLS shape (a member with client TLS records an https client URL, as the
+// cluster controller does).
+func (h *harness) clusterWith(available bool, memberTLS func(name string) *v1alpha1.MemberTLS) *v1alpha1.EtcdCluster {
 	ctx := context.Background()
 	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: ns, UID: "cluster-uid"}}
+	if memberTLS("main-aaaaa") != nil {
+		c.Spec.TLS = &v1alpha1.TLSSpec{}
+	}
 	h.g.Expect(h.c.Create(ctx, c)).To(Succeed())
 	c.Status.ClusterID = "cdf818194e3a8c32"
 	status := metav1.ConditionFalse
@@ -64,7 +74,11 @@ func (h *harness) cluster(available bool) *v1alpha1.EtcdCluster {
 		m := &v1alpha1.EtcdMember{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{v1alpha1.ClusterLabel: "main"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "etcd.quorumctl.io/v1alpha1", Kind: "EtcdCluster", Name: "main", UID: c.UID, Controller: ptr.To(true)}}},
-			Spec: v1alpha1.EtcdMemberSpec{ClusterName: "main", InitialCluster: "x", ClientURL: "http://" + name + ".main.prod.svc.cluster.local:2379"},
+			Spec: v1alpha1.EtcdMemberSpec{ClusterName: "main", InitialCluster: "x", ClientURL: "http://" + name + ".main.prod.svc.cluster.local:2379",
+				TLS: memberTLS(name)},
+		}
+		if m.Spec.TLS != nil && m.Spec.TLS.Client != nil {
+			m.Spec.ClientURL = "https://" + name + ".main.prod.svc.cluster.local:2379"
 		}
 		h.g.Expect(h.c.Create(ctx, m)).To(Succeed())
 	}
@@ -124,6 +138,46 @@ func (h *harness) finishJob(result backup.Result, exit int32) {
 	}
 	j.Status.Conditions = []batchv1.JobCondition{{Type: cond, Status: corev1.ConditionTrue, Reason: "Done"}}
 	h.g.Expect(h.c.Status().Update(ctx, j)).To(Succeed())
+}
+
+// The snapshot Job reaches a TLS cluster as the operator does: https with
+// the operator's client certificate and the client trust bundle.
+func TestSnapshotJobDialsWithTheClustersTLS(t *testing.T) {
+	tlsOf := func(mutual bool) func(string) *v1alpha1.MemberTLS {
+		return func(string) *v1alpha1.MemberTLS {
+			return &v1alpha1.MemberTLS{Peer: &v1alpha1.MemberTLSEndpoint{TrustBundle: "p"}, Client: &v1alpha1.MemberTLSEndpoint{TrustBundle: "c", ClientCertAuth: mutual}}
+		}
+	}
+	cases := []struct {
+		name      string
+		memberTLS func(string) *v1alpha1.MemberTLS
+		scheme    string
+		cert      bool
+	}{
+		{"plaintext", func(string) *v1alpha1.MemberTLS { return nil }, "http", false},
+		{"mutual TLS", tlsOf(true), "https", true},
+		{"server TLS only", tlsOf(false), "https", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.clusterWith(true, tc.memberTLS)
+			h.snapshot("nightly", 0)
+			h.reconcile("nightly")
+			j := h.job()
+			h.g.Expect(j).NotTo(BeNil())
+			ctr := j.Spec.Template.Spec.Containers[0]
+			h.g.Expect(ctr.Args).To(ContainElement(fmt.Sprintf(
+				"--endpoints=%[1]s://main-aaaaa.main.prod.svc.cluster.local:2379,%[1]s://main-bbbbb.main.prod.svc.cluster.local:2379", tc.scheme)))
+			mounted := false
+			for _, v := range j.Spec.Template.Spec.Volumes {
+				if v.Secret != nil && v.Secret.SecretName == v1alpha1.OperatorClientSecretName("main") {
+					mounted = true
+				}
+			}
+			h.g.Expect(mounted).To(Equal(tc.cert), "the operator's client certificate")
+		})
+	}
 }
 
 func TestSnapshotRunsAndRecordsItsResult(t *testing.T) {

@@ -29,9 +29,10 @@ type Client struct {
 
 // Dial records the endpoints and returns a Client bound to them. It does
 // not check reachability, just as the real Dial does not.
-func (f *Fake) Dial(ctx context.Context, endpoints []string) (etcd.Client, error) {
+func (f *Fake) Dial(ctx context.Context, endpoints []string, opts ...etcd.DialOption) (etcd.Client, error) {
 	eps := slices.Clone(endpoints)
-	if err := f.begin(ctx, nil, Call{Op: etcd.OpDial, Endpoints: eps}); err != nil {
+	dial := etcd.ResolveDial(etcd.DialSettings{}, opts...)
+	if err := f.begin(ctx, nil, Call{Op: etcd.OpDial, Endpoints: eps, Dial: dial}); err != nil {
 		return nil, fail(etcd.OpDial, "", err)
 	}
 	if len(eps) == 0 {

@@ -39,6 +39,8 @@ type Call struct {
 	PeerURLs []string
 	Revision int64
 	Alarm    etcd.Alarm
+	// Dial is what a Dial was given (the cluster's client TLS).
+	Dial etcd.DialSettings
 }
 
 // Hook is consulted on every call of the operation it is set for, before

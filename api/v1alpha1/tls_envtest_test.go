@@ -1,0 +1,117 @@
+//go:build envtest
+
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+// TestTLSDefaults: tls: {} is operator-managed peer and mutual client TLS.
+func TestTLSDefaults(t *testing.T) {
+	g := NewWithT(t)
+	c := newCluster("tls-defaults", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
+	g.Expect(k8s.Create(context.Background(), c)).To(Succeed())
+	g.Expect(c.Spec.TLS.Peer.Source).To(Equal(v1alpha1.CertificateSourceOperatorManaged))
+	g.Expect(c.Spec.TLS.Client.Source).To(Equal(v1alpha1.CertificateSourceOperatorManaged))
+	g.Expect(c.Spec.TLS.Client.Mutual).To(Equal(ptr.To(true)))
+}
+
+func TestTLSCreateValidation(t *testing.T) {
+	issuer := &v1alpha1.IssuerReference{Name: "ca"}
+	cases := []struct {
+		name    string
+		tls     v1alpha1.TLSSpec
+		message string
+	}{
+		{"peer Secret without a name", v1alpha1.TLSSpec{Peer: v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret}}},
+			"tls.peer.secretName is required when tls.peer.source is Secret"},
+		{"client Secret without a name", v1alpha1.TLSSpec{Client: v1alpha1.ClientTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret}}},
+			"tls.client.secretName is required when tls.client.source is Secret"},
+		{"peer secret name with another source", v1alpha1.TLSSpec{Peer: v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{SecretName: "x"}}},
+			"tls.peer.secretName is only used when tls.peer.source is Secret"},
+		{"client secret name with another source", v1alpha1.TLSSpec{Client: v1alpha1.ClientTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceCertManager, IssuerRef: issuer, SecretName: "x"}}},
+			"tls.client.secretName is only used when tls.client.source is Secret"},
+		{"peer cert-manager without an issuer", v1alpha1.TLSSpec{Peer: v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceCertManager}}},
+			"tls.peer.issuerRef is required when tls.peer.source is CertManager"},
+		{"client cert-manager without an issuer", v1alpha1.TLSSpec{Client: v1alpha1.ClientTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceCertManager}}},
+			"tls.client.issuerRef is required when tls.client.source is CertManager"},
+		{"peer issuer with another source", v1alpha1.TLSSpec{Peer: v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{IssuerRef: issuer}}},
+			"tls.peer.issuerRef is only used when tls.peer.source is CertManager"},
+		{"client issuer with another source", v1alpha1.TLSSpec{Client: v1alpha1.ClientTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "s", IssuerRef: issuer}}},
+			"tls.client.issuerRef is only used when tls.client.source is CertManager"},
+		{"unknown source", v1alpha1.TLSSpec{Peer: v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: "Vault"}}},
+			`Unsupported value: "Vault"`},
+		{"unknown issuer kind", v1alpha1.TLSSpec{Peer: v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceCertManager, IssuerRef: &v1alpha1.IssuerReference{Name: "x", Kind: "Vault"}}}},
+			`Unsupported value: "Vault"`},
+		{"certificate lifetime too short", v1alpha1.TLSSpec{OperatorManaged: &v1alpha1.OperatorManagedTLS{CertificateDuration: dur(time.Minute)}},
+			"tls.operatorManaged.certificateDuration must be at least 5m"},
+		{"CA lifetime too short", v1alpha1.TLSSpec{OperatorManaged: &v1alpha1.OperatorManagedTLS{CADuration: dur(30 * time.Minute)}},
+			"tls.operatorManaged.caDuration must be at least 1h"},
+		{"CA shorter than its certificates", v1alpha1.TLSSpec{OperatorManaged: &v1alpha1.OperatorManagedTLS{CADuration: dur(2 * time.Hour), CertificateDuration: dur(3 * time.Hour)}},
+			"tls.operatorManaged.caDuration must be longer than tls.operatorManaged.certificateDuration"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := k8s.Create(context.Background(), newCluster(fmt.Sprintf("tls-create-%d", i), func(c *v1alpha1.EtcdCluster) {
+				c.Spec.TLS = tc.tls.DeepCopy()
+			}))
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+}
+
+// TestTLSIsFixedAtCreation: spec.tls can be set when a cluster is created
+// and never turned on, off or changed afterwards, with a message that says
+// the transition is not supported yet.
+func TestTLSIsFixedAtCreation(t *testing.T) {
+	const refused = "spec.tls cannot be changed on an existing cluster: turning TLS on or off, or changing its sources, is not supported yet"
+	ctx := context.Background()
+	t.Run("turning TLS on", func(t *testing.T) {
+		g := NewWithT(t)
+		c := newCluster("tls-on", nil)
+		g.Expect(k8s.Create(ctx, c)).To(Succeed())
+		c.Spec.TLS = &v1alpha1.TLSSpec{}
+		err := k8s.Update(ctx, c)
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring(refused))
+	})
+	t.Run("turning TLS off", func(t *testing.T) {
+		g := NewWithT(t)
+		c := newCluster("tls-off", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
+		g.Expect(k8s.Create(ctx, c)).To(Succeed())
+		c.Spec.TLS = nil
+		err := k8s.Update(ctx, c)
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring(refused))
+	})
+	t.Run("changing a source", func(t *testing.T) {
+		g := NewWithT(t)
+		c := newCluster("tls-source", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
+		g.Expect(k8s.Create(ctx, c)).To(Succeed())
+		c.Spec.TLS.Peer = v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{
+			Source: v1alpha1.CertificateSourceCertManager, IssuerRef: &v1alpha1.IssuerReference{Name: "ca"}}}
+		err := k8s.Update(ctx, c)
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring(refused))
+	})
+	t.Run("other edits of a TLS cluster", func(t *testing.T) {
+		g := NewWithT(t)
+		c := newCluster("tls-other", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
+		g.Expect(k8s.Create(ctx, c)).To(Succeed())
+		c.Spec.Replicas = ptr.To[int32](5)
+		g.Expect(k8s.Update(ctx, c)).To(Succeed(), "the rule looks at spec.tls only")
+	})
+}

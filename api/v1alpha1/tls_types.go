@@ -1,0 +1,239 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CertificateSource says where a TLS section's certificates come from.
+// +kubebuilder:validation:Enum=OperatorManaged;Secret;CertManager
+type CertificateSource string
+
+const (
+	// CertificateSourceOperatorManaged: the operator keeps a CA per cluster
+	// and section in a Secret and issues every member's certificate from it.
+	CertificateSourceOperatorManaged CertificateSource = "OperatorManaged"
+	// CertificateSourceSecret: the user's own Secret, with tls.crt, tls.key
+	// and ca.crt; its certificate must name every member (a wildcard for
+	// the peer Service's domain does).
+	CertificateSourceSecret CertificateSource = "Secret"
+	// CertificateSourceCertManager: a cert-manager Certificate per member
+	// against an Issuer or ClusterIssuer the user names.
+	CertificateSourceCertManager CertificateSource = "CertManager"
+)
+
+// Defaults of operator-managed certificates.
+const (
+	DefaultCADuration          = 5 * 365 * 24 * time.Hour
+	DefaultCertificateDuration = 90 * 24 * time.Hour
+)
+
+// TLSSpec turns on TLS for the traffic between members and on the client
+// port. It is set when the cluster is created and cannot change afterwards
+// (see the rule on EtcdClusterSpec).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.operatorManaged) || !has(self.operatorManaged.caDuration) || !has(self.operatorManaged.certificateDuration) || duration(self.operatorManaged.caDuration) > duration(self.operatorManaged.certificateDuration)",message="tls.operatorManaged.caDuration must be longer than tls.operatorManaged.certificateDuration: a CA cannot sign certificates that outlive it"
+type TLSSpec struct {
+	// Peer is the TLS between members. Members authenticate each other
+	// with their certificates.
+	// +kubebuilder:default={}
+	// +optional
+	Peer PeerTLS `json:"peer,omitempty"`
+
+	// Client is the TLS of the client port, which the client Service
+	// exposes.
+	// +kubebuilder:default={}
+	// +optional
+	Client ClientTLS `json:"client,omitempty"`
+
+	// OperatorManaged tunes the certificates the operator issues itself.
+	// +optional
+	OperatorManaged *OperatorManagedTLS `json:"operatorManaged,omitempty"`
+}
+
+// CertificateSourceSpec names a section's certificate source.
+type CertificateSourceSpec struct {
+	// Source of the certificates.
+	// +kubebuilder:default=OperatorManaged
+	// +optional
+	Source CertificateSource `json:"source,omitempty"`
+
+	// SecretName is the user's Secret (source Secret) in the cluster's
+	// namespace, with tls.crt, tls.key and ca.crt. Its certificate is used by
+	// every member, as server and as client certificate, so it must name
+	// every member's DNS name (a wildcard for the peer Service's domain
+	// does) and allow both server and client authentication.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+
+	// IssuerRef is the cert-manager Issuer or ClusterIssuer (source
+	// CertManager) that issues each member's certificate.
+	// +optional
+	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
+}
+
+// IssuerReference names a cert-manager issuer.
+type IssuerReference struct {
+	// Name of the issuer.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Kind is Issuer (in the cluster's namespace) or ClusterIssuer.
+	// +kubebuilder:default=Issuer
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Group of the issuer; cert-manager.io unless an external issuer.
+	// +kubebuilder:default="cert-manager.io"
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
+}
+
+// PeerTLS is the TLS between members.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'Secret' || (has(self.secretName) && size(self.secretName) > 0)",message="tls.peer.secretName is required when tls.peer.source is Secret"
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') == 'Secret' || !has(self.secretName)",message="tls.peer.secretName is only used when tls.peer.source is Secret"
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'CertManager' || has(self.issuerRef)",message="tls.peer.issuerRef is required when tls.peer.source is CertManager"
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') == 'CertManager' || !has(self.issuerRef)",message="tls.peer.issuerRef is only used when tls.peer.source is CertManager"
+type PeerTLS struct {
+	CertificateSourceSpec `json:",inline"`
+}
+
+// ClientTLS is the TLS of the client port.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'Secret' || (has(self.secretName) && size(self.secretName) > 0)",message="tls.client.secretName is required when tls.client.source is Secret"
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') == 'Secret' || !has(self.secretName)",message="tls.client.secretName is only used when tls.client.source is Secret"
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') != 'CertManager' || has(self.issuerRef)",message="tls.client.issuerRef is required when tls.client.source is CertManager"
+// +kubebuilder:validation:XValidation:rule="(has(self.source) ? self.source : 'OperatorManaged') == 'CertManager' || !has(self.issuerRef)",message="tls.client.issuerRef is only used when tls.client.source is CertManager"
+type ClientTLS struct {
+	CertificateSourceSpec `json:",inline"`
+
+	// Mutual requires every client to present a certificate that the
+	// cluster's client CA signed (etcd's --client-cert-auth).
+	// +kubebuilder:default=true
+	// +optional
+	Mutual *bool `json:"mutual,omitempty"`
+}
+
+// IsMutual is Mutual with its default applied.
+func (c ClientTLS) IsMutual() bool { return c.Mutual == nil || *c.Mutual }
+
+// OperatorManagedTLS tunes operator-managed certificates. Member and client
+// certificates are renewed at two thirds of their lifetime, without a
+// restart. A CA is not rotated in this version: pick a CA lifetime longer
+// than the cluster will live, or recreate the cluster before it ends.
+type OperatorManagedTLS struct {
+	// CADuration is the lifetime of a new CA. Defaults to 5 years.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="tls.operatorManaged.caDuration must be at least 1h"
+	// +optional
+	CADuration *metav1.Duration `json:"caDuration,omitempty"`
+	// CertificateDuration is the lifetime of a member's, the operator's
+	// and the administrators' certificates. Defaults to 90 days.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5m')",message="tls.operatorManaged.certificateDuration must be at least 5m"
+	// +optional
+	CertificateDuration *metav1.Duration `json:"certificateDuration,omitempty"`
+}
+
+// Lifetimes returns the CA and certificate lifetimes with defaults applied.
+func (t *TLSSpec) Lifetimes() (ca, leaf time.Duration) {
+	ca, leaf = DefaultCADuration, DefaultCertificateDuration
+	if t == nil || t.OperatorManaged == nil {
+		return ca, leaf
+	}
+	if d := t.OperatorManaged.CADuration; d != nil {
+		ca = d.Duration
+	}
+	if d := t.OperatorManaged.CertificateDuration; d != nil {
+		leaf = d.Duration
+	}
+	return ca, leaf
+}
+
+// PeerSource is the peer section's source with its default applied.
+func (t *TLSSpec) PeerSource() CertificateSource { return sourceOrDefault(t.Peer.Source) }
+
+// ClientSource is the client section's source with its default applied.
+func (t *TLSSpec) ClientSource() CertificateSource { return sourceOrDefault(t.Client.Source) }
+
+func sourceOrDefault(s CertificateSource) CertificateSource {
+	if s == "" {
+		return CertificateSourceOperatorManaged
+	}
+	return s
+}
+
+// IssueClientCertificateAnnotation on a Secret labelled with the cluster
+// asks the operator to fill it with a client certificate from the cluster's
+// client CA (kubectl etcd issue-client-cert). Its value is the certificate's
+// common name.
+const IssueClientCertificateAnnotation = "etcd.quorumctl.io/issue-client-certificate"
+
+// MemberTLS is what shapes a member's TLS. It is decided when the member is
+// created and does not change afterwards: spec.tls is fixed at the
+// cluster's creation.
+type MemberTLS struct {
+	// Peer is set when the member speaks TLS to its peers.
+	// +optional
+	Peer *MemberTLSEndpoint `json:"peer,omitempty"`
+	// Client is set when the member serves TLS on its client port.
+	// +optional
+	Client *MemberTLSEndpoint `json:"client,omitempty"`
+}
+
+// MemberTLSEndpoint is one side's TLS of a member.
+type MemberTLSEndpoint struct {
+	// TrustBundle is the ConfigMap holding the CA certificates the member
+	// trusts. It is named after its content and never changes: etcd reads
+	// its CA files only at start, while it re-reads its own certificate
+	// and key at every handshake.
+	TrustBundle string `json:"trustBundle"`
+	// ClientCertAuth requires client certificates (client side).
+	// +optional
+	ClientCertAuth bool `json:"clientCertAuth,omitempty"`
+}
+
+// TLSStatus is where the cluster's TLS stands.
+type TLSStatus struct {
+	// Peer and Client describe each section.
+	// +optional
+	Peer *TLSSectionStatus `json:"peer,omitempty"`
+	// +optional
+	Client *TLSSectionStatus `json:"client,omitempty"`
+}
+
+// TLSSectionStatus is one section's trust and certificates.
+type TLSSectionStatus struct {
+	// TrustBundle is the trust bundle new members are created with.
+	// +optional
+	TrustBundle string `json:"trustBundle,omitempty"`
+	// CANotAfter is when the CA that signs the members' certificates
+	// expires.
+	// +optional
+	CANotAfter *metav1.Time `json:"caNotAfter,omitempty"`
+	// NextRenewal is the earliest time a member certificate is due for
+	// renewal.
+	// +optional
+	NextRenewal *metav1.Time `json:"nextRenewal,omitempty"`
+}
+
+// Names of the objects the operator keeps for a cluster's TLS.
+func CASecretName(cluster, section string) string { return cluster + "-" + section + "-ca" }
+
+// MemberTLSSecretName holds a member's peer and client certificates.
+func MemberTLSSecretName(member string) string { return member + "-tls" }
+
+// OperatorClientSecretName holds the operator's own client certificate.
+func OperatorClientSecretName(cluster string) string { return cluster + "-operator-client" }
+
+// AdminClientSecretName holds a client certificate for administrators
+// (operator-managed client TLS only).
+func AdminClientSecretName(cluster string) string { return cluster + "-admin-client" }
+
+// TLS sections.
+const (
+	TLSSectionPeer   = "peer"
+	TLSSectionClient = "client"
+)

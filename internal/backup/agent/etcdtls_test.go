@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
+)
+
+// clientSecretDir writes what the snapshot Pod mounts from the operator's
+// client certificate Secret.
+func clientSecretDir(t *testing.T) string {
+	t.Helper()
+	now := time.Now()
+	ca, err := certs.NewCA("client-ca", now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := certs.Issue(ca, certs.LeafRequest{CommonName: "root", Client: true, Lifetime: time.Hour}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// runSaveMain runs snapshot save through Main against f, with the Pod's
+// arguments and environment, into a volume.
+func runSaveMain(t *testing.T, f *etcdfake.Fake, eps []string, tlsArgs EtcdTLSArgs, env map[string]string) backup.Result {
+	t.Helper()
+	old := dialer
+	dialer = f
+	t.Cleanup(func() { dialer = old })
+	mount := t.TempDir()
+	a := saveArgs(eps)
+	a.Destination = v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "c"}}
+	a.PVCMount = mount
+	a.EtcdTLS = tlsArgs
+	logPath := filepath.Join(t.TempDir(), "termination")
+	args := append(a.Args()[2:], "--termination-log="+logPath)
+	Main(context.Background(), append([]string{"snapshot", "save"}, args...), Env{
+		Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] },
+	})
+	return readResult(t, logPath)
+}
+
+func dialSettings(t *testing.T, f *etcdfake.Fake) etcd.DialSettings {
+	t.Helper()
+	for _, c := range f.Calls {
+		if c.Op == etcd.OpDial {
+			return c.Dial
+		}
+	}
+	t.Fatal("the agent never dialed")
+	return etcd.DialSettings{}
+}
+
+func TestSaveOnTLSPresentsTheMountedCertificate(t *testing.T) {
+	f, eps := threeMembers()
+	var a EtcdTLSArgs
+	a.InDir(clientSecretDir(t))
+	res := runSaveMain(t, f, eps, a, nil)
+	if res.Code != backup.CodeOK {
+		t.Fatalf("result %+v, want OK", res)
+	}
+	d := dialSettings(t, f)
+	if d.TLS == nil || len(d.TLS.Certificates) != 1 || d.TLS.RootCAs == nil {
+		t.Fatalf("dialed with TLS %+v; want the mounted client certificate and CA", d.TLS)
+	}
+}
+
+func TestSaveWithoutTLSArgsDialsPlaintext(t *testing.T) {
+	f, eps := threeMembers()
+	if res := runSaveMain(t, f, eps, EtcdTLSArgs{}, nil); res.Code != backup.CodeOK {
+		t.Fatalf("result %+v, want OK", res)
+	}
+	if d := dialSettings(t, f); d.TLS != nil {
+		t.Fatalf("dialed with TLS %+v; want none", d.TLS)
+	}
+}
+
+func TestSaveWithUnreadableTLSFilesIsInvalidArguments(t *testing.T) {
+	f, eps := threeMembers()
+	var a EtcdTLSArgs
+	a.InDir(filepath.Join(t.TempDir(), "missing"))
+	res := runSaveMain(t, f, eps, a, nil)
+	if res.Code != backup.CodeInvalidArguments || !strings.Contains(res.Message, "--etcd-cacert") {
+		t.Fatalf("result %+v, want InvalidArguments naming --etcd-cacert", res)
+	}
+}
+
+func TestEtcdTLSArgsRoundTrip(t *testing.T) {
+	in := saveArgs([]string{"https://a:2379"})
+	in.EtcdTLS.InDir(DefaultEtcdTLSDir)
+	out, _, err := parseSave(in.Args()[2:], Env{Stderr: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.EtcdTLS != in.EtcdTLS {
+		t.Fatalf("parsed %+v, want %+v", out.EtcdTLS, in.EtcdTLS)
+	}
+}

@@ -1,0 +1,136 @@
+package pod_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
+)
+
+const (
+	host = "demo-x7k2p.demo.prod.svc.cluster.local"
+)
+
+func withTLS(peerURL, clientURL string, t *v1alpha1.MemberTLS) func(*v1alpha1.EtcdMember) {
+	return func(m *v1alpha1.EtcdMember) {
+		m.Spec.PeerURL, m.Spec.ClientURL, m.Spec.TLS = peerURL, clientURL, t
+	}
+}
+
+func memberTLS(mutual bool) *v1alpha1.MemberTLS {
+	return &v1alpha1.MemberTLS{
+		Peer:   &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-peer-trust-aaaa"},
+		Client: &v1alpha1.MemberTLSEndpoint{TrustBundle: "demo-client-trust-bbbb", ClientCertAuth: mutual},
+	}
+}
+
+func TestTLSFlagsFollowTheMembersShape(t *testing.T) {
+	const (
+		peerHTTPS   = "https://" + host + ":2380"
+		clientHTTPS = "https://" + host + ":2379"
+	)
+	cases := []struct {
+		name      string
+		peerURL   string
+		clientURL string
+		tls       *v1alpha1.MemberTLS
+		// absent flags must not be there at all.
+		want   map[string]string
+		absent []string
+		// trust bundles mounted, by volume name.
+		mounts map[string]string
+	}{
+		{
+			name: "plaintext", peerURL: "http://" + host + ":2380", clientURL: "http://" + host + ":2379",
+			want:   map[string]string{"listen-peer-urls": "http://0.0.0.0:2380", "listen-client-urls": "http://0.0.0.0:2379"},
+			absent: []string{"peer-cert-file", "cert-file", "trusted-ca-file", "client-cert-auth", "peer-client-cert-auth"},
+		},
+		{
+			name: "mutual TLS", peerURL: peerHTTPS, clientURL: clientHTTPS, tls: memberTLS(true),
+			want: map[string]string{
+				"listen-peer-urls": "https://0.0.0.0:2380", "listen-client-urls": "https://0.0.0.0:2379",
+				"peer-cert-file": "/etc/etcd/tls/certs/peer.crt", "peer-key-file": "/etc/etcd/tls/certs/peer.key",
+				"peer-trusted-ca-file": "/etc/etcd/tls/peer-trust/ca.crt", "peer-client-cert-auth": "true",
+				"cert-file": "/etc/etcd/tls/certs/client.crt", "key-file": "/etc/etcd/tls/certs/client.key",
+				"trusted-ca-file": "/etc/etcd/tls/client-trust/ca.crt", "client-cert-auth": "true",
+			},
+			mounts: map[string]string{"tls-certs": "demo-x7k2p-tls", "tls-peer-trust": "demo-peer-trust-aaaa", "tls-client-trust": "demo-client-trust-bbbb"},
+		},
+		{
+			// etcd demands a client certificate whenever --trusted-ca-file
+			// is set; without mutual TLS it must not be.
+			name: "server TLS without client certificates", peerURL: peerHTTPS, clientURL: clientHTTPS, tls: memberTLS(false),
+			want: map[string]string{
+				"listen-peer-urls": "https://0.0.0.0:2380", "listen-client-urls": "https://0.0.0.0:2379",
+				"peer-trusted-ca-file": "/etc/etcd/tls/peer-trust/ca.crt", "peer-client-cert-auth": "true",
+				"cert-file": "/etc/etcd/tls/certs/client.crt", "key-file": "/etc/etcd/tls/certs/client.key",
+			},
+			absent: []string{"trusted-ca-file", "client-cert-auth"},
+			mounts: map[string]string{"tls-certs": "demo-x7k2p-tls", "tls-peer-trust": "demo-peer-trust-aaaa"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			m := newMember(withTLS(tc.peerURL, tc.clientURL, tc.tls))
+			p := pod.Build(newParams(m))
+			for name, want := range tc.want {
+				v, has := flag(p, name)
+				g.Expect(has).To(BeTrue(), "--%s", name)
+				g.Expect(v).To(Equal(want), "--%s", name)
+			}
+			for _, name := range tc.absent {
+				_, has := flag(p, name)
+				g.Expect(has).To(BeFalse(), "--%s must not be set", name)
+			}
+			v, _ := flag(p, "initial-advertise-peer-urls")
+			g.Expect(v).To(Equal(tc.peerURL))
+			v, _ = flag(p, "advertise-client-urls")
+			g.Expect(v).To(Equal(tc.clientURL))
+			v, _ = flag(p, "listen-metrics-urls")
+			g.Expect(v).To(Equal("http://0.0.0.0:2381"), "metrics stay plaintext on their own port")
+			ctr := p.Spec.Containers[0]
+			g.Expect(ctr.Ports).To(HaveLen(3))
+			g.Expect(ctr.ReadinessProbe.HTTPGet.Port.StrVal).To(Equal("metrics"), "the probe stays on the plaintext metrics port")
+			for _, vm := range ctr.VolumeMounts {
+				g.Expect(vm.SubPath).To(BeEmpty(), "a subPath mount never sees a renewed Secret")
+			}
+			names := map[string]string{}
+			for _, v := range p.Spec.Volumes {
+				switch {
+				case v.Secret != nil:
+					names[v.Name] = v.Secret.SecretName
+					g.Expect(v.Secret.Items).To(BeEmpty(), "the whole Secret is mounted")
+				case v.ConfigMap != nil:
+					names[v.Name] = v.ConfigMap.Name
+				}
+			}
+			if tc.tls == nil {
+				g.Expect(p.Spec.Volumes).To(HaveLen(1))
+				return
+			}
+			g.Expect(names).To(Equal(tc.mounts))
+			secret, cms := pod.TLSMaterialNames(m)
+			g.Expect(secret).To(Equal("demo-x7k2p-tls"))
+			var wantCMs []string
+			for name, obj := range tc.mounts {
+				if name != "tls-certs" {
+					wantCMs = append(wantCMs, obj)
+				}
+			}
+			g.Expect(cms).To(ConsistOf(wantCMs), "the member controller waits for exactly what the Pod mounts")
+		})
+	}
+}
+
+// The template hash is the template's alone: a member's TLS is decided at
+// its creation and never changes, and a renewed certificate changes only a
+// Secret's content, so neither restarts anything.
+func TestTLSLeavesTheTemplateHashAlone(t *testing.T) {
+	g := NewWithT(t)
+	plain := newMember()
+	withCerts := newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true)))
+	g.Expect(pod.TemplateHash(withCerts)).To(Equal(pod.TemplateHash(plain)))
+}

@@ -1,0 +1,183 @@
+package etcdcluster
+
+import (
+	"context"
+	"crypto/x509"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/certs"
+)
+
+// requeueTLSPending looks again while cert-manager issues: its Secret is
+// not the cluster's own object, so no watch announces it.
+const requeueTLSPending = 5 * time.Second
+
+// tlsView is what this pass found and decided about the cluster's TLS.
+type tlsView struct {
+	// decided: every certificate a new member needs exists (no source is
+	// invalid or pending), so members may be created.
+	decided bool
+	peer    *tlsSection
+	client  *tlsSection
+	// bundles are the cluster's trust bundle ConfigMaps by name.
+	bundles map[string]certs.Bundle
+	// pending names what the pass waits for (cert-manager issuing).
+	pending string
+}
+
+// tlsSection is one side's trust and certificate source.
+type tlsSection struct {
+	name   string
+	source v1alpha1.CertificateSource
+	// bundle is the trust bundle ConfigMap of wanted.
+	bundle string
+	// ca is the operator's CA of the section. For the client side with
+	// another source it exists only with mutual TLS, and signs only client
+	// certificates (the operator's and those issued on request).
+	ca *certs.KeyPair
+	// wanted are the CAs members of the section trust.
+	wanted certs.Bundle
+	// shared is the certificate every member serves with a Secret or a
+	// cert-manager source.
+	shared *certs.KeyPair
+	// caNotAfter, nextRenewal are for status.
+	caNotAfter  time.Time
+	nextRenewal time.Time
+}
+
+// reconcileTLS keeps every certificate and trust bundle the cluster's TLS
+// needs. spec.tls is fixed at creation, so a member's TLS is decided once,
+// when it is created (newMemberTLS), and never rolled here. Renewed leaf
+// certificates go into the members' Secrets in place; etcd reads them at
+// every handshake, so a renewal restarts nothing.
+func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, error) {
+	spec := s.cluster.Spec.TLS
+	s.tls = &tlsView{bundles: map[string]certs.Bundle{}}
+	if spec == nil {
+		s.tls.decided = true
+		s.cluster.Status.TLS = nil
+		return ctrl.Result{}, nil
+	}
+	if err := r.readBundles(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, name := range []string{v1alpha1.TLSSectionPeer, v1alpha1.TLSSectionClient} {
+		sec, err := r.prepareSection(ctx, s, name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if name == v1alpha1.TLSSectionPeer {
+			s.tls.peer = sec
+		} else {
+			s.tls.client = sec
+		}
+	}
+	if s.tls.pending != "" {
+		// Nothing is published half: a member's Secret holds both sides'
+		// certificates or it is not written, and no member is created.
+		if s.progress.reason == "" {
+			s.setProgress(v1alpha1.TLSSourcePendingReason, "%s", s.tls.pending)
+		}
+		return ctrl.Result{RequeueAfter: requeueTLSPending}, nil
+	}
+	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
+		name, err := r.ensureBundle(ctx, s, sec.name, sec.wanted)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		sec.bundle = name
+	}
+	published, err := r.publishedCertificates(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.publish(ctx, s, published); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.tls.decided = true
+	if err := r.collectBundles(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.recordTLSStatus(s)
+	return ctrl.Result{RequeueAfter: untilRenewal(s)}, nil
+}
+
+// untilRenewal is when the next certificate falls due, so that a renewal
+// does not wait for some other event to bring the cluster back.
+func untilRenewal(s *scope) time.Duration {
+	var next time.Time
+	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
+		if !sec.nextRenewal.IsZero() && (next.IsZero() || sec.nextRenewal.Before(next)) {
+			next = sec.nextRenewal
+		}
+	}
+	if next.IsZero() {
+		return 0
+	}
+	// A second past due, so the pass that wakes sees it due.
+	return max(next.Sub(s.now)+time.Second, time.Second)
+}
+
+// endpointOf is the member's TLS on one side, nil for none.
+func endpointOf(t *v1alpha1.MemberTLS, section string) *v1alpha1.MemberTLSEndpoint {
+	if t == nil {
+		return nil
+	}
+	if section == v1alpha1.TLSSectionPeer {
+		return t.Peer
+	}
+	return t.Client
+}
+
+// newMemberTLS is the TLS and URLs of a member created now: https on both
+// sides when the cluster has TLS. Only called once the pass has decided
+// (createMember checks).
+func (s *scope) newMemberTLS(peerURL, clientURL string) (string, string, *v1alpha1.MemberTLS) {
+	spec := s.cluster.Spec.TLS
+	if spec == nil {
+		return peerURL, clientURL, nil
+	}
+	t := &v1alpha1.MemberTLS{
+		Peer: &v1alpha1.MemberTLSEndpoint{TrustBundle: s.tls.peer.bundle},
+		Client: &v1alpha1.MemberTLSEndpoint{
+			TrustBundle:    s.tls.client.bundle,
+			ClientCertAuth: spec.Client.IsMutual(),
+		},
+	}
+	return withScheme(peerURL, "https"), withScheme(clientURL, "https"), t
+}
+
+func withScheme(u, scheme string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		return scheme + u[i:]
+	}
+	return u
+}
+
+// recordTLSStatus reports each section's bundle and dates.
+func (r *Reconciler) recordTLSStatus(s *scope) {
+	sectionStatus := func(sec *tlsSection) *v1alpha1.TLSSectionStatus {
+		out := &v1alpha1.TLSSectionStatus{TrustBundle: sec.bundle}
+		if !sec.caNotAfter.IsZero() {
+			t := metav1.NewTime(sec.caNotAfter)
+			out.CANotAfter = &t
+		}
+		if !sec.nextRenewal.IsZero() {
+			t := metav1.NewTime(sec.nextRenewal)
+			out.NextRenewal = &t
+		}
+		return out
+	}
+	s.cluster.Status.TLS = &v1alpha1.TLSStatus{Peer: sectionStatus(s.tls.peer), Client: sectionStatus(s.tls.client)}
+}
+
+func (sec *tlsSection) noteRenewal(c *x509.Certificate) {
+	if t := certs.RenewalTime(c); sec.nextRenewal.IsZero() || t.Before(sec.nextRenewal) {
+		sec.nextRenewal = t
+	}
+}

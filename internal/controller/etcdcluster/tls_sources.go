@@ -1,0 +1,266 @@
+package etcdcluster
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
+)
+
+// sourceInvalidError is a certificate source that cannot be used as it
+// stands (a missing Secret, a missing key, a certificate that does not fit):
+// only a person can fix it. status.go turns it into Ready's
+// TLSSourceInvalid reason with this message, which names the object.
+type sourceInvalidError struct{ message string }
+
+func (e *sourceInvalidError) Error() string { return e.message }
+
+// tlsPendingError: members cannot be created yet because their
+// certificates are being issued.
+type tlsPendingError struct{ message string }
+
+func (e *tlsPendingError) Error() string { return e.message }
+
+// prepareSection reads (or creates) what the section's certificates come
+// from: the operator's CA, the user's Secret, or cert-manager's.
+func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) (*tlsSection, error) {
+	spec := s.cluster.Spec.TLS
+	sec := &tlsSection{name: name, source: spec.PeerSource()}
+	src := spec.Peer.CertificateSourceSpec
+	mutual := false
+	if name == v1alpha1.TLSSectionClient {
+		sec.source, src, mutual = spec.ClientSource(), spec.Client.CertificateSourceSpec, spec.Client.IsMutual()
+	}
+	if sec.source == v1alpha1.CertificateSourceOperatorManaged || mutual {
+		var err error
+		if sec.ca, err = r.ensureCA(ctx, s, name); err != nil {
+			return nil, err
+		}
+		sec.wanted = certs.NewBundle([]*x509.Certificate{sec.ca.Cert})
+		sec.caNotAfter = sec.ca.Cert.NotAfter
+	}
+	if sec.source == v1alpha1.CertificateSourceOperatorManaged {
+		return sec, nil
+	}
+	secretName := src.SecretName
+	field := "spec.tls." + name + ".secretName"
+	if sec.source == v1alpha1.CertificateSourceCertManager {
+		if err := r.ensureCertificate(ctx, s, name, src.IssuerRef); err != nil {
+			return nil, err
+		}
+		secretName, field = certManagerSecretName(s.cluster.Name, name), "the cert-manager Certificate "+certificateName(s.cluster.Name, name)
+	}
+	shared, cas, err := r.readSourceSecret(ctx, s, name, secretName, field, sec.source == v1alpha1.CertificateSourceCertManager)
+	if err != nil || shared == nil {
+		return nil, err
+	}
+	sec.shared = shared
+	// The source renews it (the user or cert-manager); neither Secret is
+	// the cluster's own object, so no watch brings the renewal in: the
+	// pass comes back when two thirds of it have passed.
+	sec.noteRenewal(shared.Cert)
+	sec.wanted = certs.NewBundle(sec.wanted, cas)
+	if sec.caNotAfter.IsZero() || shared.Cert.NotAfter.Before(sec.caNotAfter) {
+		sec.caNotAfter = shared.Cert.NotAfter
+	}
+	return sec, nil
+}
+
+// ensureCA returns the section's operator-managed CA, creating it once. It
+// is never replaced here: etcd reads its CA files only at start, so a new CA
+// needs the rolling restarts of a CA rotation, which this version does not
+// do.
+func (r *Reconciler) ensureCA(ctx context.Context, s *scope, section string) (*certs.KeyPair, error) {
+	caLife, _ := s.cluster.Spec.TLS.Lifetimes()
+	name := v1alpha1.CASecretName(s.cluster.Name, section)
+	cn := fmt.Sprintf("%s %s CA (%s)", s.cluster.Name, section, s.cluster.Namespace)
+	secret := &corev1.Secret{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		ca, err := certs.NewCA(cn, s.now, caLife)
+		if err != nil {
+			return nil, err
+		}
+		secret = r.ownedSecret(s, name, corev1.SecretTypeTLS, map[string][]byte{
+			corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM,
+		})
+		if err := r.Create(ctx, secret); err != nil {
+			// An AlreadyExists here is a cache behind: the next pass reads it.
+			return nil, fmt.Errorf("failed to create CA Secret %s: %w", name, err)
+		}
+		return ca, nil
+	case err != nil:
+		return nil, fmt.Errorf("failed to get CA Secret %s: %w", name, err)
+	}
+	ca, err := certs.ParseKeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, &sourceInvalidError{message: fmt.Sprintf(
+			"the operator's CA Secret %s/%s is damaged (%v); restore it from a backup: the members trust only that CA", s.cluster.Namespace, name, err)}
+	}
+	return ca, nil
+}
+
+// readSourceSecret reads a user's (or cert-manager's) Secret and checks it
+// can serve every member: a key that fits, a CA that signed it, the
+// members' names, and both server and client use.
+func (r *Reconciler) readSourceSecret(ctx context.Context, s *scope, section, name, field string, certManager bool) (*certs.KeyPair, []*x509.Certificate, error) {
+	ref := s.cluster.Namespace + "/" + name
+	invalid := func(format string, args ...any) error {
+		return &sourceInvalidError{message: fmt.Sprintf("Secret %s (%s): ", ref, field) + fmt.Sprintf(format, args...)}
+	}
+	var secret corev1.Secret
+	reader := r.APIReader
+	if certManager {
+		reader = r.Client
+	}
+	err := reader.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: name}, &secret)
+	switch {
+	case apierrors.IsNotFound(err) && certManager:
+		s.tls.pending = fmt.Sprintf("waiting for cert-manager to issue %s's %s certificate into Secret %s", s.cluster.Name, section, ref)
+		return nil, nil, nil
+	case apierrors.IsNotFound(err):
+		return nil, nil, invalid("does not exist")
+	case err != nil:
+		return nil, nil, fmt.Errorf("failed to get Secret %s: %w", ref, err)
+	}
+	for _, k := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey, etcdaccess.TrustBundleKey} {
+		if len(secret.Data[k]) == 0 {
+			if certManager {
+				s.tls.pending = fmt.Sprintf("waiting for cert-manager to fill %s of Secret %s", k, ref)
+				return nil, nil, nil
+			}
+			return nil, nil, invalid("has no %s", k)
+		}
+	}
+	pair, err := certs.ParseKeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, nil, invalid("%v", err)
+	}
+	cas, err := certs.ParseCertificates(secret.Data[etcdaccess.TrustBundleKey])
+	if err != nil || len(cas) == 0 {
+		return nil, nil, invalid("ca.crt holds no certificate")
+	}
+	if !usableBothWays(pair.Cert) {
+		return nil, nil, invalid("its certificate must allow both server and client authentication (members dial each other with it)")
+	}
+	for _, m := range append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...) {
+		host := hostOf(r.peerURL(m))
+		if err := certs.Verify(pair.Cert, cas, host, s.now); err != nil {
+			return nil, nil, invalid("its certificate does not serve member %s as %s: %v", m.Name, host, err)
+		}
+	}
+	// Members get random names, so only a wildcard serves the ones not yet
+	// created; checking one such name now keeps the first member from
+	// starting with a certificate its later peers would refuse.
+	next := v1alpha1.MemberHost(v1alpha1.MemberNamePrefix(s.cluster.Name)+"xxxxx", s.cluster.Name, s.cluster.Namespace, r.clusterDomain())
+	if err := certs.Verify(pair.Cert, cas, next, s.now); err != nil {
+		wildcard := "*" + next[strings.Index(next, "."):]
+		return nil, nil, invalid("its certificate does not serve new members (such as %s): it needs the name %s (%v)", next, wildcard, err)
+	}
+	if err := certs.Verify(pair.Cert, cas, "", s.now); err != nil {
+		return nil, nil, invalid("its certificate is not valid under its ca.crt: %v", err)
+	}
+	return pair, cas, nil
+}
+
+func usableBothWays(c *x509.Certificate) bool {
+	if len(c.ExtKeyUsage) == 0 {
+		return true
+	}
+	return (slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageServerAuth) || slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageAny)) &&
+		(slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageClientAuth) || slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageAny))
+}
+
+// ownedSecret is a Secret of the cluster, collected with it.
+func (r *Reconciler) ownedSecret(s *scope, name string, t corev1.SecretType, data map[string][]byte) *corev1.Secret {
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.cluster.Namespace, Labels: v1alpha1.ClusterLabels(s.cluster.Name)},
+		Type:       t,
+		Data:       data,
+	}
+	_ = controllerutil.SetControllerReference(s.cluster, secret, r.Scheme())
+	return secret
+}
+
+// readBundles lists the cluster's trust bundles.
+func (r *Reconciler) readBundles(ctx context.Context, s *scope) error {
+	var cms corev1.ConfigMapList
+	if err := r.List(ctx, &cms, client.InNamespace(s.cluster.Namespace),
+		client.MatchingLabels{v1alpha1.ClusterLabel: s.cluster.Name}, client.HasLabels{etcdaccess.TrustLabel}); err != nil {
+		return fmt.Errorf("failed to list the trust bundles of %s: %w", s.cluster.Name, err)
+	}
+	for _, cm := range cms.Items {
+		b, err := certs.ParseBundle([]byte(cm.Data[etcdaccess.TrustBundleKey]))
+		if err == nil {
+			s.tls.bundles[cm.Name] = b
+		}
+	}
+	return nil
+}
+
+// ensureBundle stores a trust bundle in an immutable ConfigMap named by its
+// content and returns the name.
+func (r *Reconciler) ensureBundle(ctx context.Context, s *scope, section string, b certs.Bundle) (string, error) {
+	if len(b) == 0 {
+		return "", fmt.Errorf("no CA to trust for the %s side of %s", section, s.cluster.Name)
+	}
+	name := fmt.Sprintf("%s-%s-trust-%s", s.cluster.Name, section, b.Hash())
+	if _, ok := s.tls.bundles[name]; ok {
+		return name, nil
+	}
+	labels := v1alpha1.ClusterLabels(s.cluster.Name)
+	labels[etcdaccess.TrustLabel] = section
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.cluster.Namespace, Labels: labels},
+		Immutable:  ptr.To(true),
+		Data:       map[string]string{etcdaccess.TrustBundleKey: string(b.PEM())},
+	}
+	if err := controllerutil.SetControllerReference(s.cluster, cm, r.Scheme()); err != nil {
+		return "", err
+	}
+	if err := r.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("failed to create trust bundle %s: %w", name, err)
+	}
+	s.tls.bundles[name] = b
+	return name, nil
+}
+
+// collectBundles deletes trust bundles nothing refers to any more: not the
+// current one of a section, not a member's spec. In this version a bundle
+// changes only when a Secret or cert-manager source's CA does; members keep
+// the bundle they were created with.
+func (r *Reconciler) collectBundles(ctx context.Context, s *scope) error {
+	keep := map[string]bool{s.tls.peer.bundle: true, s.tls.client.bundle: true}
+	for _, m := range append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...) {
+		for _, section := range []string{v1alpha1.TLSSectionPeer, v1alpha1.TLSSectionClient} {
+			if e := endpointOf(m.Spec.TLS, section); e != nil {
+				keep[e.TrustBundle] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.tls.bundles)) {
+		if keep[name] {
+			continue
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.cluster.Namespace}}
+		if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to delete unused trust bundle %s: %w", name, err)
+		}
+		delete(s.tls.bundles, name)
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+// Package etcdaccess works out how the operator reaches one cluster's
+// members: over http or https, and with which client certificate and CAs.
+// The cluster controller, the member
+// controller's finalizer and anything else that dials a cluster take their
+// dial options from here, so all of them speak TLS when it is on.
+package etcdaccess
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+)
+
+// TrustLabel marks the trust bundle ConfigMaps; its value is the section.
+const TrustLabel = "etcd.quorumctl.io/trust"
+
+// Access is how to reach a cluster's members.
+type Access struct {
+	// Options carry the TLS of every dial.
+	Options []etcd.DialOption
+	// HTTPS: the members serve TLS on their client port.
+	HTTPS bool
+}
+
+// URL is a member's client URL with the scheme the operator dials.
+func (a Access) URL(clientURL string) string {
+	scheme := "http://"
+	if a.HTTPS {
+		scheme = "https://"
+	}
+	if i := strings.Index(clientURL, "://"); i >= 0 {
+		return scheme + clientURL[i+3:]
+	}
+	return scheme + clientURL
+}
+
+// Shape is what the members' TLS shapes alone say about reaching them,
+// without reading any certificate or Secret: Jobs that dial the cluster
+// (snapshots) are built from it, and For from it adds the material.
+type Shape struct {
+	// TLS: some member speaks TLS, or the cluster asks for it.
+	TLS bool
+	// HTTPS: every member serves TLS on its client port.
+	HTTPS bool
+	// Mutual: every member checks client certificates.
+	Mutual bool
+}
+
+// ShapeOf decides the Shape of reaching the cluster's members. spec.tls is
+// fixed at creation, so the members agree with it; they are asked all the
+// same, since they are what is dialled. A cluster without members yet (a
+// restore's target) is reached as its spec says.
+func ShapeOf(c *v1alpha1.EtcdCluster, members []*v1alpha1.EtcdMember) Shape {
+	if len(members) == 0 {
+		t := c.Spec.TLS
+		return Shape{TLS: t != nil, HTTPS: t != nil, Mutual: t != nil && t.Client.IsMutual()}
+	}
+	anyTLS, allClientTLS, allMutual := c.Spec.TLS != nil, true, true
+	for _, m := range members {
+		t := m.Spec.TLS
+		if t != nil && (t.Client != nil || t.Peer != nil) {
+			anyTLS = true
+		}
+		if t == nil || t.Client == nil {
+			allClientTLS, allMutual = false, false
+			continue
+		}
+		if !t.Client.ClientCertAuth {
+			allMutual = false
+		}
+	}
+	return Shape{TLS: anyTLS, HTTPS: allClientTLS, Mutual: allMutual}
+}
+
+// URL is a member's client URL with the scheme the shape dials.
+func (s Shape) URL(clientURL string) string { return Access{HTTPS: s.HTTPS}.URL(clientURL) }
+
+// For reads what reaching the cluster takes from the operator's own,
+// labelled objects: the client trust bundles and its client certificate.
+func For(ctx context.Context, cached client.Reader, c *v1alpha1.EtcdCluster, members []*v1alpha1.EtcdMember) (Access, error) {
+	shape := ShapeOf(c, members)
+	a := Access{HTTPS: shape.HTTPS}
+	if !shape.TLS {
+		return a, nil
+	}
+	cfg, err := clientTLS(ctx, cached, c)
+	if err != nil {
+		return a, err
+	}
+	a.Options = append(a.Options, etcd.WithClientTLS(cfg))
+	return a, nil
+}
+
+// clientTLS trusts every client trust bundle the cluster has (whichever
+// signed a member's certificate is among them) and presents the operator's
+// own client certificate, once it exists.
+func clientTLS(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (*tls.Config, error) {
+	var cms corev1.ConfigMapList
+	if err := r.List(ctx, &cms, client.InNamespace(c.Namespace),
+		client.MatchingLabels{v1alpha1.ClusterLabel: c.Name, TrustLabel: v1alpha1.TLSSectionClient}); err != nil {
+		return nil, fmt.Errorf("failed to list the client trust bundles of %s: %w", c.Name, err)
+	}
+	pool := x509.NewCertPool()
+	for _, cm := range cms.Items {
+		b, err := certs.ParseBundle([]byte(cm.Data[TrustBundleKey]))
+		if err != nil {
+			continue
+		}
+		for _, ca := range b {
+			pool.AddCert(ca)
+		}
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	var s corev1.Secret
+	err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: v1alpha1.OperatorClientSecretName(c.Name)}, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return cfg, nil
+	case err != nil:
+		return nil, fmt.Errorf("failed to get the operator's client certificate of %s: %w", c.Name, err)
+	}
+	pair, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		// The TLS phase re-issues a broken one; until then dial without.
+		return cfg, nil
+	}
+	cfg.Certificates = []tls.Certificate{pair}
+	return cfg, nil
+}
+
+// TrustBundleKey is the key of a trust bundle ConfigMap, which is also the
+// file name etcd is pointed at.
+const TrustBundleKey = "ca.crt"

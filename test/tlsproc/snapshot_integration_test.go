@@ -1,0 +1,109 @@
+//go:build integration
+
+package tlsproc_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/backup/agent"
+	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/test/etcdproc"
+	"github.com/quorumctl/etcd-operator/test/tlsproc"
+)
+
+// clientSecretDir lays out a client certificate for cn as the snapshot Pod
+// has the operator's client certificate Secret mounted.
+func clientSecretDir(t *testing.T, ca *certs.KeyPair, cn string) string {
+	t.Helper()
+	leaf, err := certs.Issue(ca, certs.LeafRequest{CommonName: cn, Client: true, Lifetime: time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// saveThroughMain runs snapshot save as the snapshot Job does, into a
+// volume, and returns its result and the volume.
+func saveThroughMain(ctx context.Context, t *testing.T, endpoints []string, tlsArgs agent.EtcdTLSArgs) (backup.Result, string) {
+	t.Helper()
+	mount := t.TempDir()
+	termination := filepath.Join(t.TempDir(), "termination-log")
+	a := agent.SaveArgs{Namespace: "ns", Cluster: "c", Snapshot: "snap", Endpoints: endpoints, EtcdTLS: tlsArgs,
+		StorageArgs: agent.StorageArgs{Destination: v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "x"}},
+			Key: backup.SnapshotKey("ns", "c", "snap"), PVCMount: mount}}
+	agent.Main(ctx, append(a.Args(), "--termination-log="+termination), agent.Env{Stdout: io.Discard, Stderr: io.Discard,
+		Getenv: func(string) string { return "" }})
+	raw, err := os.ReadFile(termination)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := backup.ParseResult(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, mount
+}
+
+func writeKeys(ctx context.Context, t *testing.T, cfg clientv3.Config, n int) int64 {
+	t.Helper()
+	cfg.DialTimeout, cfg.Logger = 5*time.Second, zap.NewNop()
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	var rev int64
+	for i := range n {
+		resp, err := cli.Put(ctx, fmt.Sprintf("snap/%04d", i), strings.Repeat("v", 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = resp.Header.Revision
+	}
+	return rev
+}
+
+// TestSnapshotAgentOverMutualTLS: on a mutual-TLS cluster the agent with
+// the operator's client certificate, mounted as the snapshot Job mounts it,
+// takes a snapshot; without TLS it cannot.
+func TestSnapshotAgentOverMutualTLS(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startTLSCluster(t, true)
+	asOperator := tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator)
+	rev := writeKeys(ctx, t, clientv3.Config{Endpoints: etcdproc.ClientURLs(c.members), TLS: asOperator}, 200)
+
+	var operator agent.EtcdTLSArgs
+	operator.InDir(clientSecretDir(t, c.clientCA, "root"))
+	res, mount := saveThroughMain(ctx, t, etcdproc.ClientURLs(c.members), operator)
+	g.Expect(res.Code).To(Equal(backup.CodeOK), "%+v", res)
+	g.Expect(res.Metadata.Revision).To(BeNumerically(">=", rev))
+	g.Expect(res.Metadata.DBSizeBytes).To(BeNumerically(">", 200*100))
+	st, err := os.Stat(filepath.Join(mount, res.Metadata.Key))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Size()).To(Equal(res.Metadata.SizeBytes))
+
+	var plain agent.EtcdTLSArgs
+	res, _ = saveThroughMain(ctx, t, etcdproc.ClientURLs(c.members), plain)
+	g.Expect(res.Code).NotTo(Equal(backup.CodeOK), "no TLS, no snapshot")
+}
