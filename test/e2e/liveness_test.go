@@ -234,10 +234,7 @@ func TestStuckScaleUpThenAFault(t *testing.T) {
 	// voter that etcd says is healthy, whose Pod runs.
 	victim := h.pick(ctx, false)
 	h.recover3(ctx, victim, "DataDirLost", func() error {
-		if err := env.WipeDataDir(ctx, h.ns, victim.Name); err != nil {
-			return err
-		}
-		return env.RestartEtcd(ctx, h.ns, victim.Name)
+		return env.LoseDataDir(ctx, h.ns, victim.Name)
 	})
 
 	t.Log("backing the edit out")

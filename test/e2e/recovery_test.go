@@ -81,8 +81,7 @@ func (h *healHarness) loseDataDirs(ctx context.Context, before func(), victims .
 		before()
 	}
 	for _, m := range victims {
-		h.g.Expect(env.WipeDataDir(ctx, h.ns, m.Name)).To(Succeed())
-		h.g.Expect(env.RestartEtcd(ctx, h.ns, m.Name)).To(Succeed())
+		h.g.Expect(env.LoseDataDir(ctx, h.ns, m.Name)).To(Succeed())
 	}
 	h.g.Expect(env.ScaleOperator(ctx, h.t, replicas)).To(Succeed())
 	started = true

@@ -221,28 +221,19 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 	t.Log("the seed's data dir is wiped and etcd restarts in place, in the same Pod")
 	seed := h.pick(ctx, true)
 	h.recover(ctx, seed, "DataDirLost", func() error {
-		if err := env.WipeDataDir(ctx, h.ns, seed.Name); err != nil {
-			return err
-		}
-		return env.RestartEtcd(ctx, h.ns, seed.Name)
+		return env.LoseDataDir(ctx, h.ns, seed.Name)
 	})
 
 	t.Log("a non-seed's data dir is wiped and etcd restarts in place")
 	joiner := h.pick(ctx, false)
 	h.recover(ctx, joiner, "DataDirLost", func() error {
-		if err := env.WipeDataDir(ctx, h.ns, joiner.Name); err != nil {
-			return err
-		}
-		return env.RestartEtcd(ctx, h.ns, joiner.Name)
+		return env.LoseDataDir(ctx, h.ns, joiner.Name)
 	})
 
 	t.Log("a member's data dir is wiped and its Pod re-created")
 	recreated := h.pick(ctx, false)
 	h.recover(ctx, recreated, "DataDirLost", func() error {
-		if err := env.WipeDataDir(ctx, h.ns, recreated.Name); err != nil {
-			return err
-		}
-		return env.Clientset.CoreV1().Pods(h.ns).Delete(ctx, recreated.Name, metav1.DeleteOptions{})
+		return env.LoseDataDirAndPod(ctx, h.ns, recreated.Name)
 	})
 
 	t.Log("a member's WAL is corrupted and etcd restarts")
@@ -286,8 +277,7 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 	h.g.Expect(env.ScaleOperator(ctx, t, 0)).To(Succeed())
 	defer func() { h.g.Expect(env.ScaleOperator(context.Background(), t, replicas)).To(Succeed()) }()
 	for _, m := range []v1alpha1.EtcdMember{first, second} {
-		h.g.Expect(env.WipeDataDir(ctx, h.ns, m.Name)).To(Succeed())
-		h.g.Expect(env.RestartEtcd(ctx, h.ns, m.Name)).To(Succeed())
+		h.g.Expect(env.LoseDataDir(ctx, h.ns, m.Name)).To(Succeed())
 	}
 	h.g.Expect(env.ScaleOperator(ctx, t, replicas)).To(Succeed())
 	h.g.Expect(framework.WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {

@@ -114,10 +114,7 @@ func (r *run) inject(ctx context.Context, f chaos.Fault, name string) error {
 	case chaos.DeletePod:
 		return client.IgnoreNotFound(r.env.Clientset.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 	case chaos.WipeSeed, chaos.WipeMember:
-		if err := r.env.WipeDataDir(ctx, ns, name); err != nil {
-			return err
-		}
-		return r.env.RestartEtcd(ctx, ns, name)
+		return r.env.LoseDataDir(ctx, ns, name)
 	case chaos.Corrupt:
 		if err := r.env.CorruptDataDir(ctx, ns, name); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -213,4 +214,84 @@ func (e *Env) KillEtcd(ctx context.Context, ns, podName string) error {
 		return fmt.Errorf("failed to SIGKILL etcd (pid %d) of %s/%s: %w", pid, ns, podName, err)
 	}
 	return e.waitEtcdRestarted(ctx, pod, before, false)
+}
+
+// LoseDataDir makes a member lose its data dir the way a lost volume does:
+// while etcd is not running. etcd is frozen from the host, the data dir is
+// emptied, and etcd is killed still frozen, so that none of its code runs
+// between the wipe and the kill; it then waits, like RestartEtcd, until the
+// restart shows. Emptying the directory under a running etcd is a different
+// fault: etcd's periodic purge of snapshot files, or its next WAL segment,
+// finds the directory gone and etcd exits on its own with a fatal error that
+// the operator rightly reads as corrupt data (seen in CI: "failed to purge
+// snap file" a moment after the wipe), so the reason the operator gives
+// would depend on timing.
+func (e *Env) LoseDataDir(ctx context.Context, ns, podName string) error {
+	pod, before, err := e.loseDataDir(ctx, ns, podName)
+	if err != nil {
+		return err
+	}
+	return e.waitEtcdRestarted(ctx, pod, before, false)
+}
+
+// LoseDataDirAndPod is LoseDataDir with the Pod deleted at once after the
+// kill, as a lost volume found by a re-created Pod.
+func (e *Env) LoseDataDirAndPod(ctx context.Context, ns, podName string) error {
+	if _, _, err := e.loseDataDir(ctx, ns, podName); err != nil {
+		return err
+	}
+	return e.Clientset.CoreV1().Pods(ns).Delete(ctx, podName, metav1.DeleteOptions{})
+}
+
+// loseDataDir freezes, wipes and kills; it returns the Pod and the etcd
+// container's restart count before the kill.
+func (e *Env) loseDataDir(ctx context.Context, ns, podName string) (*corev1.Pod, int32, error) {
+	pod, err := e.Clientset.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := Injectable(pod); err != nil {
+		return nil, 0, err
+	}
+	before, running, err := etcdContainer(pod)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !running {
+		return nil, 0, fmt.Errorf("etcd of pod %s/%s is not running: its data dir cannot be lost under it", ns, podName)
+	}
+	pid, err := ContainerProcess(pod, "etcd")
+	if err != nil {
+		return nil, 0, err
+	}
+	args, err := ProcessArgs(pid)
+	if err != nil {
+		return nil, 0, fmt.Errorf("failed to read the command line of %d: %w", pid, err)
+	}
+	if !isEtcdOf(args, podName) {
+		return nil, 0, fmt.Errorf("process %d of pod %s/%s is not etcd serving %s: %q", pid, ns, podName, podName, args)
+	}
+	// A test that dies between the freeze and the kill leaves no etcd
+	// stopped for good.
+	if err := resumeLater(pid, 3*time.Minute); err != nil {
+		return nil, 0, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return nil, 0, fmt.Errorf("failed to SIGSTOP etcd (pid %d) of %s/%s: %w", pid, ns, podName, err)
+	}
+	if err := waitProcessState(ctx, pid, true); err != nil {
+		_, _ = resume(pid)
+		return nil, 0, fmt.Errorf("etcd (pid %d) of %s/%s did not stop: %w", pid, ns, podName, err)
+	}
+	if err := e.WipeDataDir(ctx, ns, podName); err != nil {
+		_, _ = resume(pid)
+		return nil, 0, err
+	}
+	// SIGKILL ends a stopped process without running it. A process that is
+	// gone already was ended by someone else while frozen: the fault is not
+	// the one asked for.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return nil, 0, fmt.Errorf("failed to SIGKILL the frozen etcd (pid %d) of %s/%s: %w", pid, ns, podName, err)
+	}
+	return pod, before, nil
 }
