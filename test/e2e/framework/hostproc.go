@@ -185,35 +185,48 @@ func isEtcdOf(args []string, member string) bool {
 // nothing to kill: that fails the call at once, rather than passing for a
 // fault that was injected.
 func (e *Env) KillEtcd(ctx context.Context, ns, podName string) error {
-	pod, err := e.Clientset.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	pod, before, pid, err := e.runningEtcd(ctx, ns, podName, "nothing to kill")
 	if err != nil {
 		return err
-	}
-	if err := Injectable(pod); err != nil {
-		return err
-	}
-	before, running, err := etcdContainer(pod)
-	if err != nil {
-		return err
-	}
-	if !running {
-		return fmt.Errorf("etcd of pod %s/%s is not running: nothing to kill", ns, podName)
-	}
-	pid, err := ContainerProcess(pod, "etcd")
-	if err != nil {
-		return err
-	}
-	args, err := ProcessArgs(pid)
-	if err != nil {
-		return fmt.Errorf("failed to read the command line of %d: %w", pid, err)
-	}
-	if !isEtcdOf(args, podName) {
-		return fmt.Errorf("process %d of pod %s/%s is not etcd serving %s: %q", pid, ns, podName, podName, args)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("failed to SIGKILL etcd (pid %d) of %s/%s: %w", pid, ns, podName, err)
 	}
 	return e.waitEtcdRestarted(ctx, pod, before, false)
+}
+
+// runningEtcd is the member's Pod, its etcd container's restart count and
+// the host PID of its etcd, checked to be etcd serving this member so that a
+// PID reused in between is never hit. A Pod that cannot take a fault, or
+// whose etcd is not running, fails the call with why (its reason when not
+// running).
+func (e *Env) runningEtcd(ctx context.Context, ns, podName, notRunning string) (*corev1.Pod, int32, int, error) {
+	pod, err := e.Clientset.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if err := Injectable(pod); err != nil {
+		return nil, 0, 0, err
+	}
+	before, running, err := etcdContainer(pod)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if !running {
+		return nil, 0, 0, fmt.Errorf("etcd of pod %s/%s is not running: %s", ns, podName, notRunning)
+	}
+	pid, err := ContainerProcess(pod, "etcd")
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	args, err := ProcessArgs(pid)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("failed to read the command line of %d: %w", pid, err)
+	}
+	if !isEtcdOf(args, podName) {
+		return nil, 0, 0, fmt.Errorf("process %d of pod %s/%s is not etcd serving %s: %q", pid, ns, podName, podName, args)
+	}
+	return pod, before, pid, nil
 }
 
 // LoseDataDir makes a member lose its data dir the way a lost volume does:
@@ -246,30 +259,9 @@ func (e *Env) LoseDataDirAndPod(ctx context.Context, ns, podName string) error {
 // loseDataDir freezes, wipes and kills; it returns the Pod and the etcd
 // container's restart count before the kill.
 func (e *Env) loseDataDir(ctx context.Context, ns, podName string) (*corev1.Pod, int32, error) {
-	pod, err := e.Clientset.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	pod, before, pid, err := e.runningEtcd(ctx, ns, podName, "its data dir cannot be lost under it")
 	if err != nil {
 		return nil, 0, err
-	}
-	if err := Injectable(pod); err != nil {
-		return nil, 0, err
-	}
-	before, running, err := etcdContainer(pod)
-	if err != nil {
-		return nil, 0, err
-	}
-	if !running {
-		return nil, 0, fmt.Errorf("etcd of pod %s/%s is not running: its data dir cannot be lost under it", ns, podName)
-	}
-	pid, err := ContainerProcess(pod, "etcd")
-	if err != nil {
-		return nil, 0, err
-	}
-	args, err := ProcessArgs(pid)
-	if err != nil {
-		return nil, 0, fmt.Errorf("failed to read the command line of %d: %w", pid, err)
-	}
-	if !isEtcdOf(args, podName) {
-		return nil, 0, fmt.Errorf("process %d of pod %s/%s is not etcd serving %s: %q", pid, ns, podName, podName, args)
 	}
 	// A test that dies between the freeze and the kill leaves no etcd
 	// stopped for good.
