@@ -111,8 +111,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, fmt.Errorf("failed to get Job %s: %w", backupjob.SnapshotJobName(cluster.Name), err)
 	}
 	if s.Status.Phase == v1alpha1.SnapshotRunning {
-		// The Job went before its result was read (deleted by hand, or
-		// this pass reads a cache from before the result was recorded).
+		// The Job went before its result was read (deleted by hand), or
+		// this pass reads a cache that is behind: lostJob tells which.
 		return r.lostJob(ctx, s)
 	}
 	return r.start(ctx, s, cluster)
@@ -254,9 +254,19 @@ func (r *Reconciler) observe(ctx context.Context, s *v1alpha1.EtcdSnapshot, job 
 	return ctrl.Result{}, nil
 }
 
-// lostJob handles a running snapshot whose Job is gone: the live object
-// decides, as the cache may be from before the result was recorded.
+// lostJob handles a running snapshot whose Job the cache does not show.
+// Live reads decide: the cache may be from before the Job was created (the
+// status patch that follows the create wakes the next pass, often before
+// the Job informer has caught up), or from before the result was recorded.
 func (r *Reconciler) lostJob(ctx context.Context, s *v1alpha1.EtcdSnapshot) (ctrl.Result, error) {
+	job := &batchv1.Job{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: backupjob.SnapshotJobName(s.Spec.ClusterName)}, job)
+	switch {
+	case err == nil && metav1.IsControlledBy(job, s):
+		return r.observe(ctx, s, job)
+	case err != nil && !apierrors.IsNotFound(err):
+		return ctrl.Result{}, fmt.Errorf("failed to get Job %s: %w", backupjob.SnapshotJobName(s.Spec.ClusterName), err)
+	}
 	live := &v1alpha1.EtcdSnapshot{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s), live); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -289,3 +289,37 @@ func TestAJobDeletedBeforeItsResultFailsTheSnapshot(t *testing.T) {
 	h.g.Expect(h.get("s").Status.Phase).To(Equal(v1alpha1.SnapshotFailed))
 	h.g.Expect(h.job()).To(BeNil(), "a lost Job is not started again: its object may be stored already")
 }
+
+// laggingJobs is a cache whose Job informer has not caught up: it shows no
+// Job at all, while the API server (the harness's APIReader) has it.
+type laggingJobs struct{ client.Client }
+
+func (c laggingJobs) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*batchv1.Job); ok {
+		return apierrors.NewNotFound(batchv1.Resource("jobs"), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// The pass after the Job's create is woken by the status patch, often
+// before the Job reaches the cache: CI saw a scheduled snapshot fail with
+// "deleted before it reported a result" six seconds after it started.
+func TestACacheBehindTheJobsCreateDoesNotFailTheSnapshot(t *testing.T) {
+	h := newHarness(t)
+	h.cluster(true)
+	h.snapshot("s", 0)
+	h.reconcile("s")
+	h.g.Expect(h.get("s").Status.Phase).To(Equal(v1alpha1.SnapshotRunning))
+	h.r.Client = laggingJobs{h.c}
+
+	h.reconcile("s")
+	h.g.Expect(h.get("s").Status.Phase).To(Equal(v1alpha1.SnapshotRunning), "%+v", h.condition("s"))
+	h.g.Expect(h.job()).NotTo(BeNil())
+
+	// The result is read through the live Job while the cache still lags.
+	h.finishJob(backup.Result{Code: backup.CodeOK, Metadata: &backup.Metadata{Format: backup.MetadataFormat,
+		Revision: 7, SizeBytes: 42, SHA256: strings.Repeat("b", 64), EtcdVersion: "3.6.16",
+		ClusterID: "cdf818194e3a8c32", MemberID: "8e9e05c52164694d", StartedAt: h.now, CompletedAt: h.now.Add(time.Second)}}, 0)
+	h.reconcile("s")
+	h.g.Expect(h.get("s").Status.Phase).To(Equal(v1alpha1.SnapshotSucceeded), "%+v", h.condition("s"))
+}
