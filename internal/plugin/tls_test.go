@@ -2,11 +2,10 @@ package plugin
 
 import (
 	"context"
-	"os"
+	"crypto/tls"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
-	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/certs/certstest"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
@@ -42,14 +41,8 @@ func tlsWorld(t *testing.T) *world {
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		})
 	}
-	ca, err := certs.NewCA("client ca", time.Now(), time.Hour*2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := certs.Issue(ca, certs.LeafRequest{CommonName: "root", Client: true, Lifetime: time.Hour}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := certstest.CA(t, "client ca")
+	leaf := certstest.ClientLeaf(t, ca, "root")
 	w.objs = append(w.objs, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: RequestedClientSecretName("demo"), Namespace: testNS, Labels: v1alpha1.ClusterLabels("demo")},
 		Data:       map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM, "ca.crt": ca.CertPEM},
@@ -153,22 +146,16 @@ func TestTLSClusterIsDialedWithTheUsersOwnCertificate(t *testing.T) {
 		t.Errorf("created %s; the user's certificate needs nothing from the operator", obj.GetName())
 		return nil
 	}
-	ca, err := certs.NewCA("user ca", time.Now(), 2*time.Hour)
+	dir := certstest.SecretDir(t, certstest.CA(t, "user ca"), "alice")
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
 	g.Expect(err).NotTo(HaveOccurred())
-	leaf, err := certs.Issue(ca, certs.LeafRequest{CommonName: "alice", Client: true, Lifetime: time.Hour}, time.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	dir := t.TempDir()
-	files := map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM}
-	for name, data := range files {
-		g.Expect(os.WriteFile(filepath.Join(dir, name), data, 0o600)).To(Succeed())
-	}
 	res := w.run("--cacert", filepath.Join(dir, "ca.crt"), "--cert", filepath.Join(dir, "tls.crt"), "--key", filepath.Join(dir, "tls.key"), "members", "demo")
 	g.Expect(res.code).To(Equal(ExitOK), res.err)
 	for _, c := range w.etcd.Calls {
 		if c.Op == etcd.OpDial {
 			g.Expect(c.Dial.TLS).NotTo(BeNil())
 			g.Expect(c.Dial.TLS.Certificates).To(HaveLen(1))
-			g.Expect(c.Dial.TLS.Certificates[0].Certificate[0]).To(Equal(leaf.Cert.Raw), "the user's certificate")
+			g.Expect(c.Dial.TLS.Certificates[0].Certificate[0]).To(Equal(pair.Certificate[0]), "the user's certificate")
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/certs/certstest"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/test/etcdproc"
 	"github.com/quorumctl/etcd-operator/test/tlsproc"
@@ -28,9 +29,9 @@ import (
 func TestDialByNameThroughAddresses(t *testing.T) {
 	g := NewWithT(t)
 	const name = "m0.dns-only.invalid"
-	peerCA, clientCA := tlsproc.MustCA(t, "peer-ca"), tlsproc.MustCA(t, "client-ca")
-	operator := tlsproc.ClientCert(t, clientCA, "root")
-	asOperator := tlsproc.ClientConfig([]*certs.KeyPair{clientCA}, &operator)
+	peerCA, clientCA := certstest.CA(t, "peer-ca"), certstest.CA(t, "client-ca")
+	operator := certstest.ClientCert(t, clientCA, "root")
+	asOperator := certstest.ClientConfig([]*certs.KeyPair{clientCA}, &operator)
 	dir := t.TempDir()
 	m := etcdproc.StartCluster(t, etcdproc.Binary(t, ""), etcdproc.Options{
 		Members: 1, ClientScheme: "https", PeerScheme: "https",

@@ -110,43 +110,6 @@ func NewFiles(t testing.TB, dir string) Files {
 	return Files{Dir: dir}
 }
 
-// MustCA makes a CA.
-func MustCA(t testing.TB, name string) *certs.KeyPair {
-	t.Helper()
-	ca, err := certs.NewCA(name, time.Now(), 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca
-}
-
-// ClientCert is a client certificate for common name cn from ca.
-func ClientCert(t testing.TB, ca *certs.KeyPair, cn string) tls.Certificate {
-	t.Helper()
-	leaf, err := certs.Issue(ca, certs.LeafRequest{CommonName: cn, Client: true, Lifetime: time.Hour}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pair
-}
-
-// ClientConfig trusts cas and presents cert, if any.
-func ClientConfig(cas []*certs.KeyPair, cert *tls.Certificate) *tls.Config {
-	pool := x509.NewCertPool()
-	for _, ca := range cas {
-		pool.AddCert(ca.Cert)
-	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	if cert != nil {
-		cfg.Certificates = []tls.Certificate{*cert}
-	}
-	return cfg
-}
-
 // VerifyingName is cfg checking the server's certificate against name
 // instead of the host dialled. clientv3 verifies against the endpoint's
 // host whatever tls.Config.ServerName says, so a harness that must reach a
