@@ -59,29 +59,53 @@ func TestLeafNeverOutlivesItsCA(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("not a CA")))
 }
 
-// Renewal is due at two thirds of the lifetime, counted from NotBefore
-// (which is backdated for clock skew).
+// Renewal is due at two thirds of the lifetime counted from the moment of
+// issue, not from NotBefore, which is backdated for clock skew.
 func TestRenewalDue(t *testing.T) {
 	ca := mustCA(t, "ca", t0, 365*24*time.Hour)
-	leaf, err := Issue(ca, LeafRequest{CommonName: "x", Lifetime: 55 * time.Minute}, t0)
+	leaf, err := Issue(ca, LeafRequest{CommonName: "x", Lifetime: 60 * time.Minute}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// NotBefore is t0-5m, NotAfter t0+55m: a 60 minute life, due at t0+35m.
+	// Issued at t0, NotAfter t0+60m: due at t0+40m.
 	cases := []struct {
 		at   time.Duration
 		want bool
 	}{
-		{0, false}, {34 * time.Minute, false}, {35*time.Minute - time.Second, false},
-		{35 * time.Minute, true}, {50 * time.Minute, true}, {2 * time.Hour, true},
+		{0, false}, {35 * time.Minute, false}, {40*time.Minute - time.Second, false},
+		{40 * time.Minute, true}, {50 * time.Minute, true}, {2 * time.Hour, true},
 	}
 	for _, tc := range cases {
 		if got := RenewalDue(leaf.Cert, t0.Add(tc.at)); got != tc.want {
 			t.Errorf("RenewalDue at t0+%s = %v, want %v", tc.at, got, tc.want)
 		}
 	}
-	if got := RenewalTime(leaf.Cert); !got.Equal(t0.Add(35 * time.Minute)) {
+	if got := RenewalTime(leaf.Cert); !got.Equal(t0.Add(40 * time.Minute)) {
 		t.Errorf("RenewalTime = %s", got)
+	}
+}
+
+// A 5-minute leaf is due 3m20s after issue; counting from its backdated
+// NotBefore made it due after 1m40s, a third of its life.
+func TestShortLeafIsDueTwoThirdsAfterIssue(t *testing.T) {
+	ca := mustCA(t, "ca", t0, 365*24*time.Hour)
+	leaf, err := Issue(ca, LeafRequest{CommonName: "x", Lifetime: 5 * time.Minute}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := RenewalTime(leaf.Cert), t0.Add(3*time.Minute+20*time.Second); !got.Equal(want) {
+		t.Errorf("RenewalTime = t0+%s, want t0+%s", got.Sub(t0), want.Sub(t0))
+	}
+	if RenewalDue(leaf.Cert, t0.Add(3*time.Minute)) {
+		t.Error("due 3m after issue, before two thirds of its life")
+	}
+}
+
+// A certificate from elsewhere is taken as issued at its NotBefore.
+func TestExternalRenewalTime(t *testing.T) {
+	c := &x509.Certificate{NotBefore: t0, NotAfter: t0.Add(90 * time.Minute)}
+	if got := ExternalRenewalTime(c); !got.Equal(t0.Add(time.Hour)) {
+		t.Errorf("ExternalRenewalTime = t0+%s, want t0+1h", got.Sub(t0))
 	}
 }
 

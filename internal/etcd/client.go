@@ -27,6 +27,7 @@ var failFast = grpc.WaitForReady(false)
 type client struct {
 	cli       *clientv3.Client
 	opts      options
+	dial      DialSettings
 	endpoints []string
 
 	closeOnce sync.Once
@@ -70,9 +71,14 @@ func (c *client) single(ctx context.Context, op, endpoint string, timeout time.D
 
 // onEndpoint runs fn over a connection that can reach only endpoint:
 // clientv3's Dial builds it with a resolver holding just that address, and it
-// reuses the client's TLS settings and auth token. clientv3's own
-// single-endpoint calls (Maintenance.Status, Defragment) work the same way.
+// reuses the client's TLS settings, dial options and auth token. clientv3's
+// own single-endpoint calls (Maintenance.Status, Defragment) work the same
+// way. With addresses, an endpoint they do not map fails here, at once:
+// in gRPC's dialer it would look like an unavailable member.
 func (c *client) onEndpoint(ctx context.Context, endpoint string, fn func(context.Context, *grpc.ClientConn) error) error {
+	if err := c.dial.CheckEndpoints(endpoint); err != nil {
+		return err
+	}
 	conn, err := c.cli.Dial(endpoint)
 	if err != nil {
 		return fmt.Errorf("failed to dial endpoint: %w", err)

@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Defaults chosen so that one unreachable member costs a reconcile loop
@@ -119,6 +120,13 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOptio
 	}
 	eps := slices.Clone(endpoints)
 	dial := ResolveDial(DialSettings{TLS: d.opts.tls}, opts...)
+	if err := dial.CheckEndpoints(eps...); err != nil {
+		return nil, &CallError{Op: OpDial, Err: err}
+	}
+	var dialOpts []grpc.DialOption
+	if dial.Addresses != nil {
+		dialOpts = append(dialOpts, grpc.WithContextDialer(dial.contextDialer()))
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   eps,
 		DialTimeout: timeout,
@@ -130,9 +138,10 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOptio
 		Username:         d.opts.username,
 		Password:         d.opts.password,
 		Logger:           d.opts.logger,
+		DialOptions:      dialOpts,
 	})
 	if err != nil {
 		return nil, &CallError{Op: OpDial, Err: err}
 	}
-	return &client{cli: cli, opts: d.opts, endpoints: eps}, nil
+	return &client{cli: cli, opts: d.opts, dial: dial, endpoints: eps}, nil
 }

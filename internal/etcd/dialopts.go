@@ -1,13 +1,29 @@
 package etcd
 
-import "crypto/tls"
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+)
 
 // DialSettings is what one dial to one cluster needs beyond the Dialer's
 // own options: the cluster's client TLS (its CAs, and the operator's client
-// certificate when the cluster checks them). One operator dials many
-// clusters, each with its own CA, so this is per dial, not per Dialer.
+// certificate when the cluster checks them), and where to connect when the
+// endpoints' hosts are names the dialling machine cannot resolve. One
+// operator dials many clusters, each with its own CA, so this is per dial,
+// not per Dialer.
 type DialSettings struct {
 	TLS *tls.Config
+	// Addresses maps an endpoint's host:port to the address to connect to
+	// instead; nil connects to the endpoints' hosts themselves. When set,
+	// every endpoint must be in it: an unlisted one is an
+	// *UnmappedEndpointError, never a connection to the host it names.
+	Addresses map[string]string
 }
 
 // DialOption sets part of a dial's settings.
@@ -18,10 +34,82 @@ func WithClientTLS(cfg *tls.Config) DialOption {
 	return func(s *DialSettings) { s.TLS = cfg }
 }
 
+// WithAddresses connects each endpoint host:port in addrs to the address it
+// maps to, such as a member's name to the local end of its port-forward.
+//
+// The endpoint keeps naming the member because clientv3 verifies a server
+// certificate against the host of the endpoint URL and ignores
+// tls.Config.ServerName: a member dialled as https://127.0.0.1:PORT is only
+// verified if its certificate lists 127.0.0.1, and against a certificate
+// that does not list the host a call hangs until its deadline instead of
+// failing on the certificate. Naming the member https://NAME:PORT and
+// connecting NAME:PORT elsewhere keeps the check against the name its
+// certificate carries.
+func WithAddresses(addrs map[string]string) DialOption {
+	return func(s *DialSettings) { s.Addresses = maps.Clone(addrs) }
+}
+
 // ResolveDial applies opts over base; Dialer implementations use it.
 func ResolveDial(base DialSettings, opts ...DialOption) DialSettings {
 	for _, o := range opts {
 		o(&base)
 	}
 	return base
+}
+
+// UnmappedEndpointError: the dial maps endpoints to addresses and this one
+// is not among them. It is a caller's mistake, not an unavailable member,
+// so no retry helps.
+type UnmappedEndpointError struct {
+	Endpoint string
+	// Mapped are the host:port pairs the dial knows, for the message.
+	Mapped []string
+}
+
+func (e *UnmappedEndpointError) Error() string {
+	return fmt.Sprintf("endpoint %s is not among the addresses given for this dial (%s)", e.Endpoint, strings.Join(e.Mapped, ", "))
+}
+
+// CheckEndpoints reports the first endpoint the settings' Addresses do not
+// map, if they map any. Dialers call it before they dial, so an unmapped
+// endpoint fails at once instead of as a call that never connects.
+func (s DialSettings) CheckEndpoints(endpoints ...string) error {
+	if s.Addresses == nil {
+		return nil
+	}
+	for _, ep := range endpoints {
+		if _, ok := s.Addresses[hostPort(ep)]; !ok {
+			return s.unmapped(ep)
+		}
+	}
+	return nil
+}
+
+func (s DialSettings) unmapped(endpoint string) error {
+	return &UnmappedEndpointError{Endpoint: endpoint, Mapped: slices.Sorted(maps.Keys(s.Addresses))}
+}
+
+// hostPort is the host:port of an endpoint the way clientv3's resolver
+// hands it to gRPC's dialer: the URL's host, or the endpoint itself when
+// it has no scheme.
+func hostPort(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return endpoint
+	}
+	return u.Host
+}
+
+// contextDialer connects gRPC to the address the settings map host:port
+// to. gRPC hands it the resolver's address, which for clientv3 is the
+// endpoint's host:port.
+func (s DialSettings) contextDialer() func(context.Context, string) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context, hostport string) (net.Conn, error) {
+		addr, ok := s.Addresses[hostport]
+		if !ok {
+			return nil, s.unmapped(hostport)
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
 }

@@ -20,6 +20,9 @@ func (c *client) Snapshot(ctx context.Context, endpoint string) (*SnapshotStream
 	if endpoint == "" {
 		return nil, &CallError{Op: OpSnapshot, Err: errors.New("no endpoint given")}
 	}
+	if err := c.dial.CheckEndpoints(endpoint); err != nil {
+		return nil, &CallError{Op: OpSnapshot, Endpoint: endpoint, Err: err}
+	}
 	conn, err := c.cli.Dial(endpoint)
 	if err != nil {
 		return nil, &CallError{Op: OpSnapshot, Endpoint: endpoint, Err: fmt.Errorf("failed to dial endpoint: %w", err)}

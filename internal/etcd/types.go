@@ -188,8 +188,8 @@ type SnapshotStream struct {
 }
 
 // Dialer creates Clients. Controllers get one injected so tests can use the
-// fake. Options carry what a dial to one cluster needs (WithClientTLS); a
-// Dialer's own options are the defaults.
+// fake. Options carry what a dial to one cluster needs (WithClientTLS,
+// WithAddresses); a Dialer's own options are the defaults.
 type Dialer interface {
 	Dial(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error)
 }

@@ -198,14 +198,14 @@ type statusResult struct {
 // statuses asks every forwarded member about itself, in parallel, so one
 // member timing out costs the call timeout once.
 func (s *session) statuses(ctx context.Context) map[string]statusResult {
-	out := make(map[string]statusResult, len(s.tunnels))
+	out := make(map[string]statusResult, len(s.endpoints))
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
 	)
-	for name, t := range s.tunnels {
+	for name, ep := range s.endpoints {
 		wg.Go(func() {
-			st, err := s.client.Status(ctx, t.Endpoint())
+			st, err := s.client.Status(ctx, ep)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

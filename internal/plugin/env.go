@@ -16,7 +16,8 @@ import (
 
 // Tunnel is a local endpoint that reaches one member's client port.
 type Tunnel interface {
-	// Endpoint is the etcd client URL to dial, on 127.0.0.1.
+	// Endpoint is the tunnel's local end as an http URL on 127.0.0.1;
+	// over TLS the client names the member and connects here.
 	Endpoint() string
 	// LastError says why the tunnel last failed to carry a connection, which
 	// the etcd error alone (a reset connection) does not.

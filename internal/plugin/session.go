@@ -36,8 +36,10 @@ type session struct {
 	tunnels     map[string]Tunnel
 	unreachable map[string]error
 	client      etcd.Client
-	// https: the members are dialed over TLS through their tunnels.
-	https bool
+	// endpoints by Pod name are what the client dials for each tunnelled
+	// member: the tunnel's own endpoint, or over TLS the member's name
+	// (see namedEndpoints).
+	endpoints map[string]string
 }
 
 func (s *session) Close() {
@@ -51,16 +53,12 @@ func (s *session) Close() {
 
 func (s *session) ref() string { return s.cluster.Namespace + "/" + s.cluster.Name }
 
-// endpoint is the forwarded etcd endpoint of a member's Pod.
+// endpoint is the endpoint through which the client reaches a member's
+// Pod; every single-member call must use it, not the tunnel's endpoint,
+// which over TLS is not one the client can dial.
 func (s *session) endpoint(member string) (string, bool) {
-	t, ok := s.tunnels[member]
-	if !ok {
-		return "", false
-	}
-	if s.https {
-		return httpsEndpoints([]string{t.Endpoint()})[0], true
-	}
-	return t.Endpoint(), true
+	ep, ok := s.endpoints[member]
+	return ep, ok
 }
 
 // explainUnreachable adds what the tunnel knows to an etcd error: through a
@@ -137,20 +135,30 @@ func (e *Env) connectTo(ctx context.Context, c *v1alpha1.EtcdCluster) (*session,
 		s.Close()
 		return nil, err
 	}
-	endpoints := make([]string, 0, len(s.tunnels))
-	for _, name := range running {
-		if t, ok := s.tunnels[name]; ok {
-			endpoints = append(endpoints, t.Endpoint())
-		}
-	}
 	https, opts, err := e.security(ctx, s, running)
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.endpoints = map[string]string{}
 	if https {
-		endpoints = httpsEndpoints(endpoints)
-		s.https = true
+		var addresses map[string]string
+		s.endpoints, addresses, err = s.namedEndpoints(running)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		opts = append(opts, etcd.WithAddresses(addresses))
+	} else {
+		for name, t := range s.tunnels {
+			s.endpoints[name] = t.Endpoint()
+		}
+	}
+	endpoints := make([]string, 0, len(s.endpoints))
+	for _, name := range running {
+		if ep, ok := s.endpoints[name]; ok {
+			endpoints = append(endpoints, ep)
+		}
 	}
 	s.client, err = e.Dialer.Dial(ctx, endpoints, opts...)
 	if err != nil {

@@ -1,13 +1,14 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -54,8 +55,7 @@ func servesTLS(p *corev1.Pod) bool {
 }
 
 // security works out how to dial the cluster's forwarded members: https
-// when every running member serves TLS (through the port-forward the
-// member's certificate names 127.0.0.1), with a client certificate.
+// when every running member serves TLS, with a client certificate.
 func (e *Env) security(ctx context.Context, s *session, running []string) (bool, []etcd.DialOption, error) {
 	https := len(running) > 0
 	for _, name := range running {
@@ -162,11 +162,55 @@ func (e *Env) adminSecret(ctx context.Context, c *v1alpha1.EtcdCluster, cause er
 	return secret, nil
 }
 
-// httpsEndpoints turns the tunnels' endpoints to https.
-func httpsEndpoints(eps []string) []string {
-	out := slices.Clone(eps)
-	for i, ep := range out {
-		out[i] = "https://" + strings.TrimPrefix(ep, "http://")
+// advertisedClientHost is the host:port of the https client URL a member
+// Pod advertises, from the flags the operator gave it; empty if it
+// advertises none.
+func advertisedClientHost(p *corev1.Pod) string {
+	for _, c := range p.Spec.Containers {
+		for _, a := range c.Args {
+			v, ok := strings.CutPrefix(a, "--advertise-client-urls=")
+			if !ok {
+				continue
+			}
+			for raw := range strings.SplitSeq(v, ",") {
+				if u, err := url.Parse(raw); err == nil && u.Scheme == "https" && u.Port() != "" {
+					return u.Host
+				}
+			}
+		}
 	}
-	return out
+	return ""
+}
+
+// namedEndpoints names each tunnelled member over https by the host of the
+// client URL it advertises, and maps that host:port to the member's own
+// tunnel. clientv3 verifies a certificate against the endpoint's host and
+// ignores tls.Config.ServerName, so dialling the tunnel as
+// https://127.0.0.1:PORT works only with certificates that list 127.0.0.1
+// (the operator's own); a certificate from a Secret or cert-manager lists
+// the members' DNS names, and against it every call would hang until its
+// timeout. A Pod that advertises no https URL keeps the tunnel's address
+// as its name.
+func (s *session) namedEndpoints(running []string) (map[string]string, map[string]string, error) {
+	endpoints := map[string]string{}
+	addresses := map[string]string{}
+	owner := map[string]string{}
+	for _, name := range running {
+		t, ok := s.tunnels[name]
+		if !ok {
+			continue
+		}
+		local, err := url.Parse(t.Endpoint())
+		if err != nil {
+			return nil, nil, fmt.Errorf("the tunnel to member Pod %s has an invalid endpoint %q: %w", name, t.Endpoint(), err)
+		}
+		host := cmp.Or(advertisedClientHost(s.pods[name]), local.Host)
+		if other, ok := owner[host]; ok {
+			return nil, nil, fmt.Errorf("member Pods %s and %s of EtcdCluster %s both advertise client address %s", other, name, s.ref(), host)
+		}
+		owner[host] = name
+		endpoints[name] = "https://" + host
+		addresses[host] = local.Host
+	}
+	return endpoints, addresses, nil
 }

@@ -20,26 +20,9 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/certs/certstest"
 	"github.com/quorumctl/etcd-operator/test/etcdproc"
-	"github.com/quorumctl/etcd-operator/test/tlsproc"
 )
-
-// clientSecretDir lays out a client certificate for cn as the snapshot Pod
-// has the operator's client certificate Secret mounted.
-func clientSecretDir(t *testing.T, ca *certs.KeyPair, cn string) string {
-	t.Helper()
-	leaf, err := certs.Issue(ca, certs.LeafRequest{CommonName: cn, Client: true, Lifetime: time.Hour}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, data := range map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 // saveThroughMain runs snapshot save as the snapshot Job does, into a
 // volume, and returns its result and the volume.
@@ -90,11 +73,11 @@ func TestSnapshotAgentOverMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := startTLSCluster(t, true)
-	asOperator := tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator)
+	asOperator := certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator)
 	rev := writeKeys(ctx, t, clientv3.Config{Endpoints: etcdproc.ClientURLs(c.members), TLS: asOperator}, 200)
 
 	var operator agent.EtcdTLSArgs
-	operator.InDir(clientSecretDir(t, c.clientCA, "root"))
+	operator.InDir(certstest.SecretDir(t, c.clientCA, "root"))
 	res, mount := saveThroughMain(ctx, t, etcdproc.ClientURLs(c.members), operator)
 	g.Expect(res.Code).To(Equal(backup.CodeOK), "%+v", res)
 	g.Expect(res.Metadata.Revision).To(BeNumerically(">=", rev))

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/certs/certstest"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/test/etcdproc"
 	"github.com/quorumctl/etcd-operator/test/tlsproc"
@@ -31,12 +32,12 @@ type tlsCluster struct {
 
 func startTLSCluster(t *testing.T, mutual bool) *tlsCluster {
 	t.Helper()
-	c := &tlsCluster{files: map[string]tlsproc.Files{}, peerCA: tlsproc.MustCA(t, "peer-ca"), clientCA: tlsproc.MustCA(t, "client-ca")}
-	c.operator = tlsproc.ClientCert(t, c.clientCA, "root")
+	c := &tlsCluster{files: map[string]tlsproc.Files{}, peerCA: certstest.CA(t, "peer-ca"), clientCA: certstest.CA(t, "client-ca")}
+	c.operator = certstest.ClientCert(t, c.clientCA, "root")
 	dir := t.TempDir()
 	c.members = etcdproc.StartCluster(t, etcdproc.Binary(t, ""), etcdproc.Options{
 		Members: 3, ClientScheme: "https", PeerScheme: "https",
-		ClientTLS: tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator),
+		ClientTLS: certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator),
 		MemberArgs: func(m *etcdproc.Member) []string {
 			f := tlsproc.NewFiles(t, filepath.Join(dir, m.Name))
 			f.Issue(t, "peer", c.peerCA, time.Hour)
@@ -76,7 +77,7 @@ func rawGet(endpoint string, cfg *tls.Config) error {
 func TestMutualTLS(t *testing.T) {
 	g := NewWithT(t)
 	c := startTLSCluster(t, true)
-	cli, err := c.dial(t, etcd.WithClientTLS(tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator)))
+	cli, err := c.dial(t, etcd.WithClientTLS(certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator)))
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cli.Close()
 	list, err := cli.MemberList(context.Background())
@@ -87,12 +88,12 @@ func TestMutualTLS(t *testing.T) {
 		g.Expect(m.ClientURLs[0]).To(HavePrefix("https://"))
 	}
 	ep := c.members[0].ClientURL
-	g.Expect(rawGet(ep, tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator))).To(Succeed())
+	g.Expect(rawGet(ep, certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator))).To(Succeed())
 	g.Expect(rawGet(strings.Replace(ep, "https://", "http://", 1), nil)).NotTo(Succeed(), "plaintext fails")
-	g.Expect(rawGet(ep, tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, nil))).NotTo(Succeed(), "no client certificate is refused")
-	stranger := tlsproc.ClientCert(t, tlsproc.MustCA(t, "stranger"), "root")
-	g.Expect(rawGet(ep, tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, &stranger))).NotTo(Succeed(), "a certificate from another CA is refused")
-	g.Expect(rawGet(ep, tlsproc.ClientConfig([]*certs.KeyPair{c.peerCA}, &c.operator))).NotTo(Succeed(), "the server is verified against the client CA")
+	g.Expect(rawGet(ep, certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, nil))).NotTo(Succeed(), "no client certificate is refused")
+	stranger := certstest.ClientCert(t, certstest.CA(t, "stranger"), "root")
+	g.Expect(rawGet(ep, certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, &stranger))).NotTo(Succeed(), "a certificate from another CA is refused")
+	g.Expect(rawGet(ep, certstest.ClientConfig([]*certs.KeyPair{c.peerCA}, &c.operator))).NotTo(Succeed(), "the server is verified against the client CA")
 }
 
 // TestServerTLSWithoutMutual: with mutual off the members serve TLS and
@@ -103,10 +104,10 @@ func TestServerTLSWithoutMutual(t *testing.T) {
 	g := NewWithT(t)
 	c := startTLSCluster(t, false)
 	ep := c.members[0].ClientURL
-	g.Expect(rawGet(ep, tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, nil))).To(Succeed(), "no client certificate needed")
-	g.Expect(rawGet(ep, tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator))).To(Succeed(), "one is ignored")
+	g.Expect(rawGet(ep, certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, nil))).To(Succeed(), "no client certificate needed")
+	g.Expect(rawGet(ep, certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator))).To(Succeed(), "one is ignored")
 	g.Expect(rawGet(strings.Replace(ep, "https://", "http://", 1), nil)).NotTo(Succeed(), "plaintext fails")
-	cli, err := c.dial(t, etcd.WithClientTLS(tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, nil)))
+	cli, err := c.dial(t, etcd.WithClientTLS(certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, nil)))
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cli.Close()
 	list, err := cli.MemberList(context.Background())
@@ -123,7 +124,7 @@ func TestLeafRenewalWithoutRestart(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	c := startTLSCluster(t, true)
-	cli, err := c.dial(t, etcd.WithClientTLS(tlsproc.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator)))
+	cli, err := c.dial(t, etcd.WithClientTLS(certstest.ClientConfig([]*certs.KeyPair{c.clientCA}, &c.operator)))
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cli.Close()
 	m := c.members[0]

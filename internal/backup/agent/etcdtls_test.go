@@ -3,40 +3,16 @@ package agent
 import (
 	"context"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
-	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/certs/certstest"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
-
-// clientSecretDir writes what the snapshot Pod mounts from the operator's
-// client certificate Secret.
-func clientSecretDir(t *testing.T) string {
-	t.Helper()
-	now := time.Now()
-	ca, err := certs.NewCA("client-ca", now, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := certs.Issue(ca, certs.LeafRequest{CommonName: "root", Client: true, Lifetime: time.Hour}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, data := range map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 // runSaveMain runs snapshot save through Main against f, with the Pod's
 // arguments and environment, into a volume.
@@ -72,7 +48,7 @@ func dialSettings(t *testing.T, f *etcdfake.Fake) etcd.DialSettings {
 func TestSaveOnTLSPresentsTheMountedCertificate(t *testing.T) {
 	f, eps := threeMembers()
 	var a EtcdTLSArgs
-	a.InDir(clientSecretDir(t))
+	a.InDir(certstest.SecretDir(t, certstest.CA(t, "client-ca"), "root"))
 	res := runSaveMain(t, f, eps, a, nil)
 	if res.Code != backup.CodeOK {
 		t.Fatalf("result %+v, want OK", res)

@@ -2,7 +2,6 @@ package etcdcluster
 
 import (
 	"context"
-	"crypto/x509"
 	"strings"
 	"time"
 
@@ -176,8 +175,11 @@ func (r *Reconciler) recordTLSStatus(s *scope) {
 	s.cluster.Status.TLS = &v1alpha1.TLSStatus{Peer: sectionStatus(s.tls.peer), Client: sectionStatus(s.tls.client)}
 }
 
-func (sec *tlsSection) noteRenewal(c *x509.Certificate) {
-	if t := certs.RenewalTime(c); sec.nextRenewal.IsZero() || t.Before(sec.nextRenewal) {
+// noteRenewal keeps the earliest renewal time of the section, which is
+// certs.RenewalTime for what the operator issued and
+// certs.ExternalRenewalTime for what a source issued.
+func (sec *tlsSection) noteRenewal(t time.Time) {
+	if sec.nextRenewal.IsZero() || t.Before(sec.nextRenewal) {
 		sec.nextRenewal = t
 	}
 }

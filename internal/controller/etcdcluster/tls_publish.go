@@ -175,7 +175,7 @@ func (r *Reconciler) memberLeaf(s *scope, sec *tlsSection, m *v1alpha1.EtcdMembe
 	signer := sec.ca
 	host := hostOf(r.peerURL(m))
 	if have != nil && !certs.RenewalDue(have.Cert, s.now) && have.Cert.VerifyHostname(host) == nil && certs.IssuedBy(have.Cert, signer.Cert) {
-		sec.noteRenewal(have.Cert)
+		sec.noteRenewal(certs.RenewalTime(have.Cert))
 		return have, nil
 	}
 	_, leafLife := s.cluster.Spec.TLS.Lifetimes()
@@ -187,7 +187,7 @@ func (r *Reconciler) memberLeaf(s *scope, sec *tlsSection, m *v1alpha1.EtcdMembe
 	if err != nil {
 		return nil, err
 	}
-	sec.noteRenewal(kp.Cert)
+	sec.noteRenewal(certs.RenewalTime(kp.Cert))
 	return kp, nil
 }
 
@@ -207,7 +207,7 @@ func (r *Reconciler) publishClient(ctx context.Context, s *scope, name, cn, org 
 	data := map[string][]byte{}
 	if have != nil && !certs.RenewalDue(have.Cert, s.now) && certs.IssuedBy(have.Cert, signer.Cert) {
 		data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = have.CertPEM, have.KeyPEM
-		sec.noteRenewal(have.Cert)
+		sec.noteRenewal(certs.RenewalTime(have.Cert))
 	} else {
 		_, leafLife := s.cluster.Spec.TLS.Lifetimes()
 		kp, err := certs.Issue(signer, certs.LeafRequest{CommonName: cn, Organization: []string{org}, Client: true, Lifetime: leafLife}, s.now)
@@ -215,7 +215,7 @@ func (r *Reconciler) publishClient(ctx context.Context, s *scope, name, cn, org 
 			return err
 		}
 		data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = kp.CertPEM, kp.KeyPEM
-		sec.noteRenewal(kp.Cert)
+		sec.noteRenewal(certs.RenewalTime(kp.Cert))
 	}
 	data[etcdaccess.TrustBundleKey] = bundle
 	if existing == nil {

@@ -71,7 +71,7 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 	// The source renews it (the user or cert-manager); neither Secret is
 	// the cluster's own object, so no watch brings the renewal in: the
 	// pass comes back when two thirds of it have passed.
-	sec.noteRenewal(shared.Cert)
+	sec.noteRenewal(certs.ExternalRenewalTime(shared.Cert))
 	sec.wanted = certs.NewBundle(sec.wanted, cas)
 	if sec.caNotAfter.IsZero() || shared.Cert.NotAfter.Before(sec.caNotAfter) {
 		sec.caNotAfter = shared.Cert.NotAfter

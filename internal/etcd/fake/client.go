@@ -24,7 +24,10 @@ type Client struct {
 	// endpoints is nil for the Fake's own Client methods, which see every
 	// member's client URLs.
 	endpoints []string
-	closed    bool
+	// dial is what Dial was given; with addresses, a single-endpoint call
+	// to an endpoint they do not map fails as the real client's does.
+	dial   etcd.DialSettings
+	closed bool
 }
 
 // Dial records the endpoints and returns a Client bound to them. It does
@@ -38,11 +41,14 @@ func (f *Fake) Dial(ctx context.Context, endpoints []string, opts ...etcd.DialOp
 	if len(eps) == 0 {
 		return nil, fail(etcd.OpDial, "", errors.New("no endpoints given"))
 	}
+	if err := dial.CheckEndpoints(eps...); err != nil {
+		return nil, fail(etcd.OpDial, "", err)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Dialed = append(f.Dialed, slices.Clone(eps))
 	f.open++
-	return &Client{f: f, endpoints: eps}, nil
+	return &Client{f: f, endpoints: eps, dial: dial}, nil
 }
 
 // begin records the call and applies scripted failures. It runs hooks
@@ -124,6 +130,9 @@ func (c *Client) reachLeader() error {
 
 // reach returns the member serving endpoint. Must be called with f.mu held.
 func (c *Client) reach(endpoint string) (etcd.Member, error) {
+	if err := c.dial.CheckEndpoints(endpoint); err != nil {
+		return etcd.Member{}, err
+	}
 	if err := c.f.endpointErr[endpoint]; err != nil {
 		return etcd.Member{}, err
 	}
