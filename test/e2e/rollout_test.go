@@ -216,6 +216,7 @@ func TestResourcesChangeRolls(t *testing.T) {
 	seen, err := watch.Stop()
 	r.g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("members: %s", seen)
+	t.Logf("members down, run by run:\n%s", seen.Timeline())
 	pods, err := env.MemberPods(ctx, r.ns, r.name)
 	r.g.Expect(err).NotTo(HaveOccurred())
 	for name, p := range pods {

@@ -288,5 +288,37 @@ func (e *Env) SetOperatorEnv(ctx context.Context, t testing.TB, name, value stri
 	if r := e.Kubectl(ctx, "rollout", "status", "-n", OperatorNamespace(), dep, "--timeout=3m"); r.Err != nil {
 		return r.Err
 	}
+	// The rollout is complete once the old ReplicaSet is scaled to zero, but
+	// its Pods are then only being deleted: one that has not yet been sent
+	// its SIGTERM still leads and reconciles with the old setting. Only once
+	// every Pod left runs with the new setting is the operator that acts
+	// on the test's next object one that has it.
+	err = WaitFor(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		pods, err := e.Clientset.CoreV1().Pods(OperatorNamespace()).List(ctx, metav1.ListOptions{LabelSelector: OperatorSelector})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if !podHasEnv(&p, name, value) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("operator Pods without %s=%s remain after the rollout: %w", name, value, err)
+	}
 	return e.CheckOperatorRunning(ctx)
+}
+
+// podHasEnv: one of the Pod's containers sets the variable to the value.
+func podHasEnv(p *corev1.Pod, name, value string) bool {
+	for _, c := range p.Spec.Containers {
+		for _, v := range c.Env {
+			if v.Name == name && v.Value == value {
+				return true
+			}
+		}
+	}
+	return false
 }
