@@ -121,6 +121,41 @@ func (m *maintained) events(ctx context.Context, reasons ...string) []eventsv1.E
 	return out
 }
 
+// defragmentations is when each member was being defragmented, from the
+// operator's events: from its Defragmenting event to its Defragmented one.
+// A member without the second is taken as blocked until now.
+func (m *maintained) defragmentations(ctx context.Context) map[string]framework.WriteSpan {
+	m.t.Helper()
+	out := map[string]framework.WriteSpan{}
+	for _, e := range m.events(ctx, "MemberDefragmenting", "MemberDefragmented") {
+		// "Defragmenting member NAME (ROLE...)" and "Defragmented member NAME ...".
+		f := strings.Fields(e.Note)
+		m.g.Expect(len(f)).To(BeNumerically(">=", 3), "event note %q", e.Note)
+		name := f[2]
+		w := out[name]
+		if e.Reason == "MemberDefragmenting" {
+			w.Start, w.End = e.EventTime.Time, time.Now()
+		} else {
+			w.End = e.EventTime.Time
+		}
+		out[name] = w
+	}
+	return out
+}
+
+// membersByAddress maps each member's client URL, by Pod IP as the
+// endpoints are, to the member's name.
+func (m *maintained) membersByAddress(ctx context.Context) map[string]string {
+	m.t.Helper()
+	pods, err := env.MemberPods(ctx, m.ns, m.name)
+	m.g.Expect(err).NotTo(HaveOccurred())
+	out := map[string]string{}
+	for name, p := range pods {
+		out[fmt.Sprintf("http://%s:%d", p.Status.PodIP, v1alpha1.ClientPort)] = name
+	}
+	return out
+}
+
 // watchConditions records every reason the Maintenance condition shows
 // until ctx ends.
 func (m *maintained) watchConditions(ctx context.Context) func() []string {
@@ -220,10 +255,41 @@ func TestMaintenance_DefragmentsAFragmentedClusterByItself(t *testing.T) {
 	t.Logf("leader %x last seen at %s, %x first seen by %s; writes may fail from %s to %s",
 		changes[0].From, changes[0].LastFrom.Format(time.StampMilli), changes[0].To, changes[0].FirstTo.Format(time.StampMilli),
 		window.Start.Format(time.StampMilli), window.End.Format(time.StampMilli))
+	// Two kinds of failure are the defragmentation's by etcd's design: the
+	// leader handoff's (above), anywhere, and those of writes sent through
+	// the member being defragmented while it was, since a defragmentation
+	// blocks every request the member serves, and etcd fails a request it
+	// has not applied within its request timeout (7 s). CI saw such a
+	// write: sent through a follower still compacting, so stalled for 5 s
+	// before that follower's 6.5 s defragmentation began. Any other failure
+	// fails the test. A write that failed before the operator's first
+	// action cannot be the maintenance's and is logged only. Event times
+	// are the operator's clock, on this machine: a Defragmenting event is
+	// taken before the defragmentation starts, a Defragmented one after it
+	// ends.
+	actions := m.events(ctx, "MemberDefragmenting", "LeaderMoved")
+	m.g.Expect(actions).NotTo(BeEmpty())
+	firstAction := actions[0].EventTime.Time
+	blocked := m.defragmentations(ctx)
+	byIP := m.membersByAddress(ctx)
 	for _, f := range failures {
-		m.g.Expect(framework.WriteSpan{Start: f.Started, End: f.At}.Overlaps(window)).To(BeTrue(),
-			"a write through %s, sent at %s, failed at %s, outside the leader change (%s to %s): %v", f.Endpoint,
-			f.Started.Format(time.StampMilli), f.At.Format(time.StampMilli), window.Start.Format(time.StampMilli), window.End.Format(time.StampMilli), f.Err)
+		span := framework.WriteSpan{Start: f.Started, End: f.At}
+		member := byIP[f.Endpoint]
+		switch {
+		case f.At.Before(firstAction):
+			t.Logf("a write through %s, sent at %s, failed at %s, before the first maintenance action at %s: %v", f.Endpoint,
+				f.Started.Format(time.StampMilli), f.At.Format(time.StampMilli), firstAction.Format(time.StampMilli), f.Err)
+		case span.Overlaps(window):
+		case member != "" && span.Overlaps(blocked[member]):
+			t.Logf("a write through %s (%s), sent at %s, failed at %s, while that member was being defragmented: %v", f.Endpoint, member,
+				f.Started.Format(time.StampMilli), f.At.Format(time.StampMilli), f.Err)
+		default:
+			m.g.Expect(span.Overlaps(window)).To(BeTrue(),
+				"a write through %s (%s), sent at %s, failed at %s, outside the leader change (%s to %s) and that member's defragmentation (%s to %s): %v",
+				f.Endpoint, member, f.Started.Format(time.StampMilli), f.At.Format(time.StampMilli),
+				window.Start.Format(time.StampMilli), window.End.Format(time.StampMilli),
+				blocked[member].Start.Format(time.StampMilli), blocked[member].End.Format(time.StampMilli), f.Err)
+		}
 	}
 
 	done := m.events(ctx, "MemberDefragmented")

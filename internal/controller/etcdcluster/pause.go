@@ -23,10 +23,16 @@ func (s *scope) dormantMember() *v1alpha1.EtcdMember {
 
 // pausedReached: replicas 0 and nothing runs, either because the cluster was
 // never started or because its last member is dormant with its Pod gone.
+// The Pods of the members removed on the way down count too: a removed
+// member's etcd may still be shutting down after its EtcdMember is gone,
+// and "paused" tells the user that no etcd of the cluster runs.
 func (s *scope) pausedReached() bool {
+	if len(s.leftoverPods) > 0 {
+		return false
+	}
 	switch len(s.members) {
 	case 0:
-		return len(s.leftoverPods) == 0
+		return true
 	case 1:
 		m := s.members[0]
 		return m.Spec.Dormant && s.pods[m.Name] == nil

@@ -51,3 +51,23 @@ func TestCreatedPaused_NothingWritten(t *testing.T) {
 	h.g.Expect(h.members()).To(BeEmpty())
 	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.NoDataWrittenReason))
 }
+
+// CI saw Ready=True/Paused while the Pod of a member removed on the way
+// down to replicas 0 was still shutting down, its EtcdMember already gone.
+func TestPause_NotReachedWhileARemovedMembersPodShutsDown(t *testing.T) {
+	h := newHarness(t)
+	h.formed(0, "demo-a")
+	m := h.member("demo-a")
+	m.Spec.Dormant = true
+	h.g.Expect(h.c.Update(context.Background(), m)).To(Succeed())
+	h.g.Expect(h.c.Delete(context.Background(), h.pod("demo-a"))).To(Succeed())
+	h.readyPod("demo-b")
+	h.reconcile()
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionFalse), "demo-b's etcd may still run")
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Reason).NotTo(Equal(v1alpha1.PausedReason))
+
+	h.g.Expect(h.c.Delete(context.Background(), h.pod("demo-b"))).To(Succeed())
+	h.reconcile()
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.PausedReason))
+}
