@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
@@ -292,9 +293,16 @@ func TestCompactAndDefragment(t *testing.T) {
 	raw := rawClient(t, m)
 	val := strings.Repeat("x", 64<<10)
 	var rev int64
-	// 16 MiB of revisions of a few keys: almost all of it is history.
-	for i := range 256 {
-		resp, err := raw.Put(ctx, fmt.Sprintf("k%d", i%4), val)
+	// 16 MiB of revisions of 16 keys: almost all of it is history. Written
+	// as 16 transactions of 1 MiB (under etcd's 1.5 MiB request limit)
+	// rather than 256 puts: each write is an fsync, and 256 of them did
+	// not always fit the test's deadline on a loaded 2-core machine.
+	for range 16 {
+		var puts []clientv3.Op
+		for k := range 16 {
+			puts = append(puts, clientv3.OpPut(fmt.Sprintf("k%d", k), val))
+		}
+		resp, err := raw.Txn(ctx).Then(puts...).Commit()
 		g.Expect(err).NotTo(HaveOccurred())
 		rev = resp.Header.Revision
 	}
