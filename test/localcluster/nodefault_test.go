@@ -78,7 +78,20 @@ func TestHeldProcessIsNotRestarted(t *testing.T) {
 		log:  filepath.Join(t.TempDir(), "sleeper.log"),
 	}
 	s.procs = []*supervisedProcess{sp}
-	go s.keepRunning(ctx, sp)
+	// keepRunning writes the supervisor's status into StateDir, once more
+	// after waitRunning has seen the process start again. The test waits
+	// for it to return before TempDir's cleanup removes the directory: CI
+	// saw the cleanup fail on a file written meanwhile.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.keepRunning(ctx, sp)
+	}()
+	defer func() {
+		cancel()
+		sp.stop(5 * time.Second)
+		<-done
+	}()
 	first := waitRunning(t, sp, 0)
 
 	pgid, exited := sp.hold()
