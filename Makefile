@@ -121,6 +121,9 @@ test-integration: $(LOCALCLUSTER) ## Tests against real etcd processes on loopba
 
 .PHONY: test-lifecycle
 test-lifecycle: $(LOCALCLUSTER) ## Up, node stop, down, up, down on 3 nodes: nothing of the cluster may remain.
+	@# Cold builds (Kubernetes, cert-manager) happen here, outside the test's
+	@# timeout, when this target runs on a fresh machine by itself.
+	$(LOCALCLUSTER) prepare
 	$(GO) test -tags lifecycle -count=1 -timeout 20m -v -run TestUpDownUpDown ./test/localcluster/
 
 .PHONY: test-e2e

@@ -3,6 +3,8 @@ package localcluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +42,11 @@ type goBuild struct {
 	mainDir    string
 	// tags are build tags, for modules that leave optional parts out by tag.
 	tags []string
+	// moduleDir, if set, is a tools module kept in the repository with its
+	// own go.mod and go.sum, built as it is (-mod=readonly) so that its
+	// go.sum decides every version; require, replaceFrom and mainSource are
+	// then unused, and name must carry moduleKey so an edit builds anew.
+	moduleDir string
 }
 
 func (l Layout) binCacheDir(name string) string { return filepath.Join(l.CacheDir, "bin", name) }
@@ -71,23 +78,10 @@ func (l Layout) ensureBuilt(ctx context.Context, p *Progress, b goBuild) (string
 	stop := p.heartbeat("building "+b.name, 30*time.Second)
 	defer stop()
 
-	src := filepath.Join(l.CacheDir, "src", b.name)
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return "", err
-	}
-	goMod, err := l.toolsGoMod(ctx, src, b)
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), goMod, 0o644); err != nil {
-		return "", err
-	}
-	if b.mainSource != "" {
-		dir := filepath.Join(src, b.mainDir)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(b.mainSource), 0o644); err != nil {
+	src, env := b.moduleDir, pinnedGoEnv()
+	if src == "" {
+		src, env = filepath.Join(l.CacheDir, "src", b.name), goEnv()
+		if err := l.writeToolsModule(ctx, src, b); err != nil {
 			return "", err
 		}
 	}
@@ -113,13 +107,13 @@ func (l Layout) ensureBuilt(ctx context.Context, p *Progress, b goBuild) (string
 		for _, name := range names {
 			pkgs = append(pkgs, b.binaries[name])
 		}
-		if err := runGo(ctx, src, append(append(flags, "-o", tmp+"/"), pkgs...)...); err != nil {
+		if err := runGo(ctx, src, env, append(append(flags, "-o", tmp+"/"), pkgs...)...); err != nil {
 			return "", fmt.Errorf("failed to build %s: %w", b.name, err)
 		}
 	} else {
 		for _, name := range names {
 			out := filepath.Join(tmp, name)
-			if err := runGo(ctx, src, append(flags, "-o", out, b.binaries[name])...); err != nil {
+			if err := runGo(ctx, src, env, append(flags, "-o", out, b.binaries[name])...); err != nil {
 				return "", fmt.Errorf("failed to build %s from %s: %w", name, b.binaries[name], err)
 			}
 		}
@@ -133,6 +127,43 @@ func (l Layout) ensureBuilt(ctx context.Context, p *Progress, b goBuild) (string
 	}
 	p.Printf("built %s in %s", b.name, time.Since(began).Round(time.Second))
 	return dir, nil
+}
+
+// writeToolsModule lays out the throwaway tools module of b in src.
+func (l Layout) writeToolsModule(ctx context.Context, src string, b goBuild) error {
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	goMod, err := l.toolsGoMod(ctx, src, b)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), goMod, 0o644); err != nil {
+		return err
+	}
+	if b.mainSource == "" {
+		return nil
+	}
+	dir := filepath.Join(src, b.mainDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "main.go"), []byte(b.mainSource), 0o644)
+}
+
+// moduleKey hashes the named files of a repository tools module, so a cache
+// name that carries it changes with a bumped dependency or an edited main.
+func moduleKey(dir string, names ...string) (string, error) {
+	h := sha256.New()
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", n, len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 func (b goBuild) modulePath() string {
@@ -216,10 +247,16 @@ func goEnv() []string {
 	return append(os.Environ(), "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOWORK=off")
 }
 
-func runGo(ctx context.Context, dir string, args ...string) error {
+// pinnedGoEnv is for a tools module with its own go.sum: nothing is resolved
+// anew, and a go.mod that needs a change fails instead of being rewritten.
+func pinnedGoEnv() []string {
+	return append(os.Environ(), "GOFLAGS=-mod=readonly", "CGO_ENABLED=0", "GOWORK=off")
+}
+
+func runGo(ctx context.Context, dir string, env []string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
-	cmd.Env = goEnv()
+	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -236,6 +273,8 @@ type Binaries struct {
 	CoreDNS    string            // dir with coredns
 	LocalPath  string            // dir with local-path-provisioner
 	Pause      string            // dir with pause
+	// CertManager is the dir with the cert-manager controller.
+	CertManager string
 }
 
 // KubernetesBinary is the path of one Kubernetes component.
@@ -364,6 +403,9 @@ func (l Layout) EnsureBinaries(ctx context.Context, p *Progress, v Versions) (Bi
 		}
 	}
 	if b.Pause, err = l.ensurePause(ctx); err != nil {
+		return b, err
+	}
+	if b.CertManager, err = l.CertManagerBinary(ctx, p); err != nil {
 		return b, err
 	}
 	return b, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -142,7 +143,14 @@ func (l Layout) waitHealthy(ctx context.Context, p *Progress, nodes []Node) erro
 	if err != nil {
 		return fmt.Errorf("no default StorageClass: %w", err)
 	}
-	if err := l.ensureS3(ctx, p, cfg, cs); err != nil {
+	// The S3 server and cert-manager each wait on a Pod of their own; side
+	// by side, up waits for the slower of the two rather than for both.
+	var s3Err, certManagerErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { s3Err = l.ensureS3(ctx, p, cfg, cs) })
+	wg.Go(func() { certManagerErr = l.ensureCertManager(ctx, p, cfg, cs, v) })
+	wg.Wait()
+	if err := errors.Join(s3Err, certManagerErr); err != nil {
 		return err
 	}
 	p.Printf("local cluster is ready; export KUBECONFIG=%s", l.Kubeconfig())
@@ -282,6 +290,9 @@ func (l Layout) Status(ctx context.Context, out io.Writer) error {
 	addons := addonProblems(ctx, cs, len(nodes))
 	fmt.Fprintf(out, "  add-ons (CoreDNS on every node, storage provisioner) available=%t\n", len(addons) == 0)
 	problems = append(problems, addons...)
+	certManager := certManagerProblems(ctx, cs)
+	fmt.Fprintf(out, "  cert-manager ready=%t\n", len(certManager) == 0)
+	problems = append(problems, certManager...)
 	if len(problems) > 0 {
 		return fmt.Errorf("%d problem(s): %s", len(problems), strings.Join(problems, "; "))
 	}

@@ -95,6 +95,7 @@ func (l Layout) EnsureImageTarballs(ctx context.Context, p *Progress, v Versions
 		tools,
 		StaticBinaryImageSpec(coreDNSRepo+":"+v.CoreDNS, filepath.Join(bins.CoreDNS, "coredns"), "/coredns"),
 		StaticBinaryImageSpec(localPathRepo+":"+v.LocalPathProvisioner, filepath.Join(bins.LocalPath, "local-path-provisioner"), "/local-path-provisioner"),
+		certManagerImageSpec(v, bins),
 	}
 	for _, ev := range v.Etcd {
 		specs = append(specs, EtcdImageSpec(v.EtcdImage(ev), bins.Etcd[ev]))

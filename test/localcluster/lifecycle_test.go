@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,7 +22,8 @@ const lifecycleNodes = 3
 // TestUpDownUpDown proves cluster-down leaves nothing behind, twice over: no
 // process, mount, interface, route, iptables chain or cgroup of any node
 // survives, a node that node stop took down included, and a second cycle
-// starts cleanly after the first.
+// starts cleanly after the first. The add-ons' processes are among what must
+// go: cert-manager's controller is checked to run while the cluster is up.
 func TestUpDownUpDown(t *testing.T) {
 	wd, _ := os.Getwd()
 	root, err := localcluster.FindRepoRoot(wd)
@@ -61,6 +63,9 @@ func TestUpDownUpDown(t *testing.T) {
 				t.Fatalf("cycle %d: no process of %s found while the cluster is up; the leftover check would prove nothing", cycle, n.Name)
 			}
 		}
+		if len(processesRunning("/cert-manager-controller")) == 0 {
+			t.Fatalf("cycle %d: cert-manager's controller is not running while the cluster is up", cycle)
+		}
 		if cycle == 1 {
 			// A lost node leaves what a graceful stop would have cleaned
 			// up: dead sandboxes' mounts and namespaces, its drop chain.
@@ -74,5 +79,28 @@ func TestUpDownUpDown(t *testing.T) {
 		if left := layout.Leftovers(context.Background()); len(left) > 0 {
 			t.Fatalf("cycle %d: cluster-down left:\n  %s", cycle, strings.Join(left, "\n  "))
 		}
+		if left := processesRunning("/cert-manager-controller"); len(left) > 0 {
+			t.Fatalf("cycle %d: cert-manager's controller survived cluster-down: pids %v", cycle, left)
+		}
 	}
+}
+
+// processesRunning lists the processes whose command is argv0.
+func processesRunning(argv0 string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if first, _, _ := strings.Cut(string(cmdline), "\x00"); first == argv0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

@@ -29,6 +29,10 @@ type Versions struct {
 	// module whose CRDs the e2e suite checks the chart's monitoring objects
 	// against.
 	PrometheusOperatorAPIs string
+	// CertManager is the github.com/cert-manager/cert-manager module version
+	// whose controllers and CRDs the cluster runs; hack/tools/cert-manager's
+	// go.mod must require exactly this version.
+	CertManager string
 }
 
 // LoadVersions reads versions.env from the repository root.
@@ -47,6 +51,7 @@ func LoadVersions(repoRoot string) (Versions, error) {
 		LocalPathProvisioner:   values["LOCAL_PATH_PROVISIONER_VERSION"],
 		Prometheus:             values["PROMETHEUS_VERSION"],
 		PrometheusOperatorAPIs: values["PROMETHEUS_OPERATOR_APIS_VERSION"],
+		CertManager:            values[CertManagerVersionKey],
 	}
 	var missing []string
 	for key, val := range map[string]string{
@@ -58,6 +63,7 @@ func LoadVersions(repoRoot string) (Versions, error) {
 		"LOCAL_PATH_PROVISIONER_VERSION":   v.LocalPathProvisioner,
 		"PROMETHEUS_VERSION":               v.Prometheus,
 		"PROMETHEUS_OPERATOR_APIS_VERSION": v.PrometheusOperatorAPIs,
+		CertManagerVersionKey:              v.CertManager,
 	} {
 		if val == "" {
 			missing = append(missing, key)
