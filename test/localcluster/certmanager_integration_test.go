@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -32,7 +33,8 @@ func (w logWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len
 // TestCertManagerIssuesThroughACAIssuer runs the cert-manager controller the
 // local cluster runs against a real kube-apiserver and etcd on loopback (the
 // local cluster's envtest binaries, no cluster) with the CRDs cluster-up
-// applies: /readyz turns 200 once its caches synced, a self-signed Issuer
+// applies, as the ServiceAccount of addons/cert-manager.yaml with only that
+// file's RBAC: /readyz turns 200 once its caches synced, a self-signed Issuer
 // signs a CA, a CA Issuer backed by it signs a certificate shaped like the
 // one the operator asks for (wildcard member names, server and client use,
 // ECDSA), and the Secret holds a certificate that chains to its ca.crt.
@@ -56,7 +58,26 @@ func TestCertManagerIssuesThroughACAIssuer(t *testing.T) {
 	cfg, err := env.Start()
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = env.Stop() }()
-	user, err := env.AddUser(envtest.User{Name: "cert-manager", Groups: []string{"system:masters"}}, nil)
+	admin, err := client.New(cfg, client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	addon, err := renderManifest("addons/cert-manager.yaml", certManagerValues{
+		Namespace: CertManagerNamespace, Image: "unused", HealthPort: certManagerHealthPort, AvoidNode: NodeAt(0).Name,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	var saName string
+	for _, obj := range addon {
+		switch obj.GetKind() {
+		case "Deployment":
+			continue // the controller runs here as a host process
+		case "ServiceAccount":
+			saName = "system:serviceaccount:" + obj.GetNamespace() + ":" + obj.GetName()
+		}
+		g.Expect(applyAll(ctx, admin, []*unstructured.Unstructured{obj}, "addons/cert-manager.yaml")).To(Succeed())
+	}
+	g.Expect(saName).NotTo(BeEmpty(), "the add-on has a ServiceAccount")
+	// A client certificate for the ServiceAccount's user name: the API
+	// server's RBAC binds it exactly as it binds the account's token.
+	user, err := env.AddUser(envtest.User{Name: saName, Groups: []string{"system:serviceaccounts", "system:authenticated"}}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	kubeconfig, err := user.KubeConfig()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -73,7 +94,7 @@ func TestCertManagerIssuesThroughACAIssuer(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = logFile.Close() }()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, certManagerBinary),
-		"--kubeconfig="+kcPath, "--cluster-resource-namespace=default", "--health-addr="+healthAddr)
+		"--kubeconfig="+kcPath, "--cluster-resource-namespace="+CertManagerNamespace, "--health-addr="+healthAddr)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	g.Expect(cmd.Start()).To(Succeed())
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
