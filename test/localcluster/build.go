@@ -151,16 +151,24 @@ func (l Layout) writeToolsModule(ctx context.Context, src string, b goBuild) err
 	return os.WriteFile(filepath.Join(dir, "main.go"), []byte(b.mainSource), 0o644)
 }
 
-// moduleKey hashes the named files of a repository tools module, so a cache
-// name that carries it changes with a bumped dependency or an edited main.
-func moduleKey(dir string, names ...string) (string, error) {
+// moduleKey hashes the files of a repository tools module (it has no
+// subdirectories), so a cache name that carries it changes with a bumped
+// dependency or an edited main.
+func moduleKey(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
 	h := sha256.New()
-	for _, n := range names {
-		data, err := os.ReadFile(filepath.Join(dir, n))
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "%s %d\n", n, len(data))
+		fmt.Fprintf(h, "%s %d\n", e.Name(), len(data))
 		h.Write(data)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
@@ -249,8 +257,11 @@ func goEnv() []string {
 
 // pinnedGoEnv is for a tools module with its own go.sum: nothing is resolved
 // anew, and a go.mod that needs a change fails instead of being rewritten.
+// Such a module sits in the checkout, where the go command would otherwise
+// stamp the binary from git, and fail in a checkout git refuses to read
+// (another owner's); the stamp is of no use to a test binary.
 func pinnedGoEnv() []string {
-	return append(os.Environ(), "GOFLAGS=-mod=readonly", "CGO_ENABLED=0", "GOWORK=off")
+	return append(os.Environ(), "GOFLAGS=-mod=readonly -buildvcs=false", "CGO_ENABLED=0", "GOWORK=off")
 }
 
 func runGo(ctx context.Context, dir string, env []string, args ...string) error {

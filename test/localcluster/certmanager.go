@@ -70,7 +70,7 @@ func certManagerBuild(repoRoot, version string) (goBuild, error) {
 		return goBuild{}, fmt.Errorf("%s/go.mod requires %s %s but %s pins %s=%s; bump both together",
 			certManagerToolsDir, certManagerModule, required, VersionsFile, CertManagerVersionKey, version)
 	}
-	key, err := moduleKey(dir, "go.mod", "go.sum", "main.go")
+	key, err := moduleKey(dir)
 	if err != nil {
 		return goBuild{}, err
 	}
