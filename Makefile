@@ -111,7 +111,7 @@ INTEGRATION_PKGS = $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*_
 INTEGRATION_ARTIFACTS := $(CURDIR)/.cache/artifacts/integration
 
 .PHONY: test-integration
-test-integration: $(LOCALCLUSTER) ## Tests against real etcd processes on loopback, no cluster: the linearizability checker, the flags per etcd version.
+test-integration: $(LOCALCLUSTER) ## Tests against real etcd processes on loopback, no cluster: the linearizability checker, the flags per etcd version, cert-manager's controller issuing against a real API server.
 	rm -rf $(INTEGRATION_ARTIFACTS); mkdir -p $(INTEGRATION_ARTIFACTS)
 	@# The Debian packages some tests run (busybox, iptables) and the cold
 	@# builds come first, once, outside the tests' timeout: on a fresh
