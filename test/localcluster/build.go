@@ -236,6 +236,8 @@ type Binaries struct {
 	CoreDNS    string            // dir with coredns
 	LocalPath  string            // dir with local-path-provisioner
 	Pause      string            // dir with pause
+	// NetworkPolicy is the dir with kube-network-policies, the enforcer.
+	NetworkPolicy string
 }
 
 // KubernetesBinary is the path of one Kubernetes component.
@@ -362,6 +364,9 @@ func (l Layout) EnsureBinaries(ctx context.Context, p *Progress, v Versions) (Bi
 		if b.Etcd[ev], err = l.ensureBuilt(ctx, p, etcdBuild(ev)); err != nil {
 			return b, err
 		}
+	}
+	if b.NetworkPolicy, err = l.ensureBuilt(ctx, p, networkPolicyBuild(v)); err != nil {
+		return b, err
 	}
 	if b.Pause, err = l.ensurePause(ctx); err != nil {
 		return b, err

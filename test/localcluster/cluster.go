@@ -293,6 +293,9 @@ func (l Layout) sweep(ctx context.Context) error {
 	if err := teardownNetwork(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := removeNFTables(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if err := l.restoreSysctls(); err != nil {
 		errs = append(errs, err)
 	}
