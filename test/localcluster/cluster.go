@@ -241,7 +241,7 @@ func (l Layout) componentFailure(what string, components ...string) error {
 }
 
 // Down stops every component and removes every process, mount, interface,
-// route, iptables chain and cgroup the cluster made. Images stay in
+// route, iptables chain, nftables table and cgroup the cluster made. Images stay in
 // containerd's store for a fast next start unless purge is set.
 func (l Layout) Down(ctx context.Context, p *Progress, purge bool) error {
 	if pid := l.SupervisorPID(); pid != 0 {

@@ -214,3 +214,25 @@ func TestNetworkPolicyAccess(t *testing.T) {
 		t.Errorf("bound to %v, want the user %s", subjects, networkPolicyUser)
 	}
 }
+
+// TestNetworkPolicyProcess: the enforcer starts with the API server's
+// clients, belongs to no node (node faults leave it alone), and runs from
+// the binary cache, where the sweep looks for survivors.
+func TestNetworkPolicyProcess(t *testing.T) {
+	t.Parallel()
+	l := Layout{StateDir: "/repo/.cache/localcluster", CacheDir: "/cache"}
+	v := Versions{KubeNetworkPolicies: "v0.8.0"}
+	p := l.networkPolicyProcess(Binaries{NetworkPolicy: l.binCacheDir(networkPolicyBuild(v).name)})
+	if p.Stage != stageClients || p.Node != "" || p.Runtime {
+		t.Errorf("stage %d, node %q, runtime %t", p.Stage, p.Node, p.Runtime)
+	}
+	if !strings.HasPrefix(p.Path, filepath.Join(l.CacheDir, "bin")+"/") {
+		t.Errorf("runs %s, outside the binary cache the sweep searches", p.Path)
+	}
+	if p.ReadyTCP != networkPolicyMetricsAddr {
+		t.Errorf("ready at %q, serves metrics at %q", p.ReadyTCP, networkPolicyMetricsAddr)
+	}
+	if flagValues(t, p.Args)["kubeconfig"] != l.networkPolicyKubeconfig() {
+		t.Errorf("args %v do not name the kubeconfig ensurePKI writes", p.Args)
+	}
+}
