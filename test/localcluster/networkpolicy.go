@@ -97,6 +97,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -148,6 +149,23 @@ func main() {
 		}
 	}()
 	defer server.Close()
+
+	// Its access is an add-on applied once the API server answers; were the
+	// informers refused meanwhile, their backoff would grow to half a minute.
+	for first := true; ; first = false {
+		_, err := client.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil {
+			break
+		}
+		if first {
+			klog.InfoS("Waiting for read access to NetworkPolicies, Pods and namespaces", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 
 	factory := informers.NewSharedInformerFactory(client, 0)
 	controller, err := networkpolicy.NewController(
