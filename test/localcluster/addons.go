@@ -31,6 +31,8 @@ type addonValues struct {
 	StoragePathMap string
 	// SecondStorageClass names the class of addons/local-path-second.yaml.
 	SecondStorageClass string
+	// NetworkPolicyUser is the NetworkPolicy enforcer's identity.
+	NetworkPolicyUser string
 }
 
 func (l Layout) storagePathMap(nodes []Node) (string, error) {
@@ -48,14 +50,16 @@ func (l Layout) storagePathMap(nodes []Node) (string, error) {
 	return string(data), err
 }
 
-// applyAddons server-side-applies CoreDNS and the storage provisioner.
+// applyAddons server-side-applies CoreDNS, the storage provisioner and the
+// NetworkPolicy enforcer's access.
 func applyAddons(ctx context.Context, cfg *rest.Config, values addonValues) error {
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return fmt.Errorf("failed to create a client: %w", err)
 	}
 	values.SecondStorageClass = SecondStorageClass
-	for _, file := range []string{"addons/coredns.yaml", "addons/local-path.yaml", "addons/local-path-second.yaml"} {
+	values.NetworkPolicyUser = networkPolicyUser
+	for _, file := range []string{"addons/coredns.yaml", "addons/local-path.yaml", "addons/local-path-second.yaml", "addons/network-policy.yaml"} {
 		objs, err := renderManifest(file, values)
 		if err != nil {
 			return err

@@ -286,6 +286,8 @@ type Binaries struct {
 	Pause      string            // dir with pause
 	// CertManager is the dir with the cert-manager controller.
 	CertManager string
+	// NetworkPolicy is the dir with kube-network-policies, the enforcer.
+	NetworkPolicy string
 }
 
 // KubernetesBinary is the path of one Kubernetes component.
@@ -412,6 +414,9 @@ func (l Layout) EnsureBinaries(ctx context.Context, p *Progress, v Versions) (Bi
 		if b.Etcd[ev], err = l.ensureBuilt(ctx, p, etcdBuild(ev)); err != nil {
 			return b, err
 		}
+	}
+	if b.NetworkPolicy, err = l.ensureBuilt(ctx, p, networkPolicyBuild(v)); err != nil {
+		return b, err
 	}
 	if b.Pause, err = l.ensurePause(ctx); err != nil {
 		return b, err

@@ -241,7 +241,7 @@ func (l Layout) componentFailure(what string, components ...string) error {
 }
 
 // Down stops every component and removes every process, mount, interface,
-// route, iptables chain and cgroup the cluster made. Images stay in
+// route, iptables chain, nftables table and cgroup the cluster made. Images stay in
 // containerd's store for a fast next start unless purge is set.
 func (l Layout) Down(ctx context.Context, p *Progress, purge bool) error {
 	if pid := l.SupervisorPID(); pid != 0 {
@@ -291,6 +291,9 @@ func (l Layout) sweep(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := teardownNetwork(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeNFTables(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := l.restoreSysctls(); err != nil {

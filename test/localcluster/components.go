@@ -226,7 +226,7 @@ func (l Layout) buildPlan(v Versions, bins Binaries, nodes []Node) (Plan, error)
 	if err != nil {
 		return plan, err
 	}
-	plan.Processes = append(plan.Processes, proxy)
+	plan.Processes = append(plan.Processes, proxy, l.networkPolicyProcess(bins))
 	for _, n := range nodes {
 		kubelet, err := l.kubeletProcess(n, bins)
 		if err != nil {

@@ -143,6 +143,14 @@ func (l Layout) waitHealthy(ctx context.Context, p *Progress, nodes []Node) erro
 	if err != nil {
 		return fmt.Errorf("no default StorageClass: %w", err)
 	}
+	p.Printf("waiting for the NetworkPolicy enforcer")
+	err = poll(ctx, 2*time.Minute, 500*time.Millisecond, func(context.Context) (bool, error) {
+		_, err := networkPolicyQueueState()
+		return err == nil, err
+	})
+	if err != nil {
+		return l.componentFailure("the NetworkPolicy enforcer did not start: "+err.Error(), networkPolicyProcessName)
+	}
 	// The S3 server and cert-manager each wait on a Pod of their own; side
 	// by side, up waits for the slower of the two rather than for both.
 	var s3Err, certManagerErr error
@@ -293,6 +301,13 @@ func (l Layout) Status(ctx context.Context, out io.Writer) error {
 	certManager := certManagerProblems(ctx, cs)
 	fmt.Fprintf(out, "  cert-manager ready=%t\n", len(certManager) == 0)
 	problems = append(problems, certManager...)
+	if q, err := networkPolicyQueueState(); err != nil {
+		fmt.Fprintf(out, "  NetworkPolicy enforcer enforcing=false (%v)\n", err)
+		problems = append(problems, err.Error())
+	} else {
+		fmt.Fprintf(out, "  NetworkPolicy enforcer enforcing=true (NFQUEUE %d: %d waiting, %d dropped by the kernel, %d by the socket)\n",
+			q.Number, q.Waiting, q.KernelDropped, q.UserDropped)
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%d problem(s): %s", len(problems), strings.Join(problems, "; "))
 	}

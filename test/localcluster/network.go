@@ -22,8 +22,9 @@ var clusterSysctls = map[string]string{
 
 const forwardGuardChain = chainPrefix + "FORWARD"
 
-// setupNetwork creates each node's bridge, routes the private ranges into it
-// and installs a guard that rejects pod traffic headed off the machine.
+// setupNetwork creates each node's bridge, routes the private ranges into it,
+// installs a guard that rejects pod traffic headed off the machine and the
+// divert that hands new Pod connections to the NetworkPolicy enforcer.
 func (l Layout) setupNetwork(ctx context.Context, nodes []Node) error {
 	if err := l.applySysctls(); err != nil {
 		return err
@@ -54,7 +55,10 @@ func (l Layout) setupNetwork(ctx context.Context, nodes []Node) error {
 	if err := run(ctx, "ip", "route", "replace", "unreachable", PodCIDR); err != nil {
 		return err
 	}
-	return ensureForwardGuard(ctx)
+	if err := ensureForwardGuard(ctx); err != nil {
+		return err
+	}
+	return ensureNetworkPolicyDivert(ctx)
 }
 
 // ensureForwardGuard drops forwarded pod traffic that would leave through any

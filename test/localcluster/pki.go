@@ -63,6 +63,7 @@ func (l Layout) ensurePKI(nodes []Node) error {
 		{file: "controller-manager", cn: "system:kube-controller-manager", client: true},
 		{file: "scheduler", cn: "system:kube-scheduler", client: true},
 		{file: "kube-proxy", cn: "system:kube-proxy", client: true},
+		{file: networkPolicyProcessName, cn: networkPolicyUser, client: true},
 	}
 	for _, n := range nodes {
 		reqs = append(reqs,
@@ -83,6 +84,7 @@ func (l Layout) ensurePKI(nodes []Node) error {
 		filepath.Join(dir, "controller-manager.kubeconfig"): "controller-manager",
 		filepath.Join(dir, "scheduler.kubeconfig"):          "scheduler",
 		filepath.Join(dir, "kube-proxy.kubeconfig"):         "kube-proxy",
+		l.networkPolicyKubeconfig():                         networkPolicyProcessName,
 	}
 	for _, n := range nodes {
 		kubeconfigs[filepath.Join(dir, "kubelet-"+n.Name+".kubeconfig")] = "kubelet-" + n.Name

@@ -10,10 +10,11 @@ import (
 )
 
 // debianPackages are what the node needs from the distribution: the container
-// runtime, the CNI plugins, packet filtering and a static busybox for the
-// tools and helper images.
+// runtime, the CNI plugins, packet filtering (nft only to find and remove
+// what the NetworkPolicy enforcer may leave in nftables) and a static
+// busybox for the tools and helper images.
 var debianPackages = []string{
-	"containerd", "runc", "containernetworking-plugins", "iptables",
+	"containerd", "runc", "containernetworking-plugins", "iptables", "nftables",
 	"busybox-static", "conntrack", "iproute2", "kmod", "util-linux",
 }
 

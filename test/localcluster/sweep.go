@@ -219,6 +219,10 @@ func (l Layout) Leftovers(ctx context.Context) []string {
 			out = append(out, fam+" chain "+c)
 		}
 	}
+	tables, _ := LeftoverNFTables(ctx)
+	for _, t := range tables {
+		out = append(out, "nftables table "+t)
+	}
 	for _, cg := range ourCgroups() {
 		out = append(out, "cgroup "+cg)
 	}

@@ -22,6 +22,9 @@ type Versions struct {
 	EtcdImageRepository  string
 	CoreDNS              string
 	LocalPathProvisioner string
+	// KubeNetworkPolicies is the sigs.k8s.io/kube-network-policies version
+	// whose controller enforces NetworkPolicy.
+	KubeNetworkPolicies string
 	// Prometheus is the github.com/prometheus/prometheus module version
 	// (v0.3MM.P is Prometheus 3.MM.P) the e2e metrics test runs.
 	Prometheus string
@@ -49,6 +52,7 @@ func LoadVersions(repoRoot string) (Versions, error) {
 		EtcdImageRepository:    values["ETCD_IMAGE_REPOSITORY"],
 		CoreDNS:                values["COREDNS_VERSION"],
 		LocalPathProvisioner:   values["LOCAL_PATH_PROVISIONER_VERSION"],
+		KubeNetworkPolicies:    values["KUBE_NETWORK_POLICIES_VERSION"],
 		Prometheus:             values["PROMETHEUS_VERSION"],
 		PrometheusOperatorAPIs: values["PROMETHEUS_OPERATOR_APIS_VERSION"],
 		CertManager:            values[CertManagerVersionKey],
@@ -61,6 +65,7 @@ func LoadVersions(repoRoot string) (Versions, error) {
 		"ETCD_IMAGE_REPOSITORY":            v.EtcdImageRepository,
 		"COREDNS_VERSION":                  v.CoreDNS,
 		"LOCAL_PATH_PROVISIONER_VERSION":   v.LocalPathProvisioner,
+		"KUBE_NETWORK_POLICIES_VERSION":    v.KubeNetworkPolicies,
 		"PROMETHEUS_VERSION":               v.Prometheus,
 		"PROMETHEUS_OPERATOR_APIS_VERSION": v.PrometheusOperatorAPIs,
 		CertManagerVersionKey:              v.CertManager,
