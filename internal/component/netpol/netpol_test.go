@@ -156,8 +156,8 @@ func TestWhoReachesWhichPort(t *testing.T) {
 	strangerInOperatorNS := inNamespace(operatorNS, map[string]string{"app": "other"})
 
 	for _, tc := range []struct {
-		name                   string
-		from                   source
+		name                  string
+		from                  source
 		client, peer, metrics bool
 	}{
 		{"a voter of the cluster", member, true, true, false},
