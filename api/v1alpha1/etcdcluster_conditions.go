@@ -77,6 +77,14 @@ const (
 	// and goes on with everything else, self-heal included; delete or
 	// rename the object to clear it.
 	ObjectNotOwnedReason = "ObjectNotOwned"
+	// NetworkPolicyNotPermittedReason (Ready=False, Stalled=True): the
+	// cluster wants its NetworkPolicy (spec.networkPolicy.enabled) but the
+	// operator may not manage NetworkPolicies: its role lacks the
+	// permission (then it found so when it started, and watches none), or
+	// the API server refused a write. Everything else goes on, self-heal
+	// included, and the members are as open as without a policy. Grant
+	// the permission and restart the operator, or turn the policy off.
+	NetworkPolicyNotPermittedReason = "NetworkPolicyNotPermitted"
 	// RollingUpdateReason: a member-template change is reaching the
 	// members, one at a time; the message names the member and how many
 	// are updated.

@@ -80,6 +80,14 @@ type EtcdClusterSpec struct {
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
 
+	// NetworkPolicy is the NetworkPolicy the operator keeps for the
+	// cluster, on by default: the client port admits the operator, the
+	// cluster's snapshot Jobs, its members and the allowed clients; the peer
+	// port the members only. See docs/security.md.
+	// +kubebuilder:default={}
+	// +optional
+	NetworkPolicy NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
 	MemberTemplate `json:",inline"`
 }
 

@@ -107,3 +107,6 @@ func ClusterToken(c *EtcdCluster) string { return "etcd-" + string(c.UID) }
 func RecoveredClusterToken(c *EtcdCluster, recovery *ClusterRecovery) string {
 	return ClusterToken(c) + "-" + string(recovery.UID)
 }
+
+// NetworkPolicyName is the NetworkPolicy that guards a cluster's members.
+func NetworkPolicyName(cluster string) string { return cluster }

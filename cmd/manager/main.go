@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -23,17 +25,20 @@ import (
 	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
+	"github.com/quorumctl/etcd-operator/internal/component/netpol"
 	"github.com/quorumctl/etcd-operator/internal/controller"
+	"github.com/quorumctl/etcd-operator/internal/controller/etcdcluster"
 	"github.com/quorumctl/etcd-operator/internal/setup"
 )
 
 // registerControllers adds the operator's controllers to the manager.
-func registerControllers(mgr manager.Manager, o setup.ControllerOptions) error {
+func registerControllers(mgr manager.Manager, o setup.ControllerOptions, np etcdcluster.NetworkPolicyOptions) error {
 	return controller.Setup(mgr, controller.Options{
 		EtcdImageRepository:     o.EtcdImageRepository,
 		ClusterDomain:           o.ClusterDomain,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 		OperatorImage:           o.OperatorImage,
+		NetworkPolicy:           np,
 	})
 }
 
@@ -46,6 +51,9 @@ type config struct {
 	watchNamespaces     string
 	operatorImage       string
 	workers             int
+	operatorNamespace   string
+	operatorPodLabels   string
+	metricsNamespaces   string
 	zap                 zap.Options
 }
 
@@ -69,6 +77,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		"How many EtcdClusters, and how many EtcdMembers, are reconciled at once.")
 	fs.StringVar(&c.watchNamespaces, "watch-namespaces", setup.EnvOr(setup.EnvWatchNamespaces, ""),
 		"Comma separated namespaces to watch; empty watches all (env "+setup.EnvWatchNamespaces+").")
+	fs.StringVar(&c.operatorNamespace, "operator-namespace", setup.EnvOr(setup.EnvOperatorNamespace, ""),
+		"Namespace the operator's Pods run in, admitted by every cluster's NetworkPolicy; empty when the operator runs "+
+			"outside the cluster (env "+setup.EnvOperatorNamespace+").")
+	fs.StringVar(&c.operatorPodLabels, "operator-pod-labels", setup.EnvOr(setup.EnvOperatorPodLabels, ""),
+		"Labels (key=value,...) of the operator's Pods in --operator-namespace; empty admits every Pod there (env "+
+			setup.EnvOperatorPodLabels+").")
+	fs.StringVar(&c.metricsNamespaces, "metrics-namespace-selector", setup.EnvOr(setup.EnvMetricsNamespaceSelector, ""),
+		"Label selector of the namespaces every cluster's NetworkPolicy admits on the metrics port (2381), such as "+
+			"kubernetes.io/metadata.name=monitoring; empty admits none (env "+setup.EnvMetricsNamespaceSelector+").")
 	c.zap.BindFlags(fs)
 	return c, fs.Parse(args)
 }
@@ -93,6 +110,27 @@ func main() {
 	}
 }
 
+// networkPolicyOptions finds out whether the operator may watch
+// NetworkPolicies before any controller starts: a watch it may not open
+// would keep the manager from starting at all.
+func networkPolicyOptions(mgr manager.Manager, namespaces []string, sources netpol.Sources) (etcdcluster.NetworkPolicyOptions, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), permissionCheckTimeout)
+	defer cancel()
+	gr := networkingv1.SchemeGroupVersion.WithResource("networkpolicies").GroupResource()
+	allowed, denied, err := setup.MayWatch(ctx, mgr.GetClient(), gr, namespaces)
+	if err != nil {
+		return etcdcluster.NetworkPolicyOptions{}, err
+	}
+	if !allowed {
+		ctrl.Log.WithName("setup").Info("The operator may not watch NetworkPolicies and keeps none; clusters that want one report "+
+			"NetworkPolicyNotPermitted until it is granted and the operator restarted", "denied", denied)
+	}
+	return etcdcluster.NetworkPolicyOptions{Permitted: allowed, Sources: sources}, nil
+}
+
+// permissionCheckTimeout bounds the questions asked at start.
+const permissionCheckTimeout = 30 * time.Second
+
 func run(c config) error {
 	log := ctrl.Log.WithName("setup")
 
@@ -106,6 +144,10 @@ func run(c config) error {
 		return err
 	}
 	namespaces := setup.ParseNamespaces(c.watchNamespaces)
+	sources, err := setup.NetworkPolicySources(c.operatorNamespace, c.operatorPodLabels, c.metricsNamespaces)
+	if err != nil {
+		return err
+	}
 
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
@@ -129,7 +171,11 @@ func run(c config) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add the readiness check: %w", err)
 	}
-	if err := registerControllers(mgr, opts); err != nil {
+	np, err := networkPolicyOptions(mgr, namespaces, sources)
+	if err != nil {
+		return err
+	}
+	if err := registerControllers(mgr, opts, np); err != nil {
 		return fmt.Errorf("failed to register the controllers: %w", err)
 	}
 
@@ -137,7 +183,9 @@ func run(c config) error {
 		"etcdImageRepository", opts.EtcdImageRepository,
 		"clusterDomain", opts.ClusterDomain,
 		"watchNamespaces", namespaces,
-		"leaderElection", c.leaderElect)
+		"leaderElection", c.leaderElect,
+		"operatorNamespace", sources.OperatorNamespace,
+		"networkPolicies", np.Permitted)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("manager stopped with an error: %w", err)
 	}

@@ -48,3 +48,26 @@ func TestParseFlagsEnvFallbackAndOverride(t *testing.T) {
 		t.Errorf("flags do not override the environment: %+v", c)
 	}
 }
+
+func TestParseFlagsNetworkPolicy(t *testing.T) {
+	t.Setenv(setup.EnvOperatorNamespace, "")
+	t.Setenv(setup.EnvOperatorPodLabels, "")
+	t.Setenv(setup.EnvMetricsNamespaceSelector, "")
+	c := parse(t)
+	if c.operatorNamespace != "" || c.operatorPodLabels != "" || c.metricsNamespaces != "" {
+		t.Errorf("outside the cluster nothing is known: %+v", c)
+	}
+
+	t.Setenv(setup.EnvOperatorNamespace, "etcd-operator-system")
+	t.Setenv(setup.EnvOperatorPodLabels, "app.kubernetes.io/name=etcd-operator")
+	t.Setenv(setup.EnvMetricsNamespaceSelector, "kubernetes.io/metadata.name=monitoring")
+	c = parse(t)
+	if c.operatorNamespace != "etcd-operator-system" || c.operatorPodLabels != "app.kubernetes.io/name=etcd-operator" ||
+		c.metricsNamespaces != "kubernetes.io/metadata.name=monitoring" {
+		t.Errorf("environment not used: %+v", c)
+	}
+	c = parse(t, "--operator-namespace=ops", "--operator-pod-labels=app=op", "--metrics-namespace-selector=team=obs")
+	if c.operatorNamespace != "ops" || c.operatorPodLabels != "app=op" || c.metricsNamespaces != "team=obs" {
+		t.Errorf("flags do not override the environment: %+v", c)
+	}
+}

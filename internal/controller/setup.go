@@ -32,6 +32,9 @@ type Options struct {
 	// MaxConcurrentReconciles is how many clusters, and how many members,
 	// are reconciled at once; 0 means 1.
 	MaxConcurrentReconciles int
+	// NetworkPolicy is what every cluster's NetworkPolicy admits besides
+	// the cluster's own Pods, and whether the operator may keep them.
+	NetworkPolicy etcdcluster.NetworkPolicyOptions
 }
 
 // Setup registers the EtcdCluster, EtcdMember, EtcdSnapshot,
@@ -56,6 +59,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		ClusterDomain: opts.ClusterDomain,
 		Workers:       opts.MaxConcurrentReconciles,
 		OperatorImage: opts.OperatorImage,
+		NetworkPolicy: opts.NetworkPolicy,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdCluster controller: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -58,7 +59,7 @@ func ownedObjectsOnly() map[client.Object]cache.ByObject {
 	for _, obj := range []client.Object{
 		&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Service{}, &corev1.Secret{},
 		&corev1.PersistentVolumeClaim{}, &policyv1.PodDisruptionBudget{},
-		&batchv1.Job{},
+		&batchv1.Job{}, &networkingv1.NetworkPolicy{},
 	} {
 		byObject[obj] = cache.ByObject{Label: owned}
 	}

@@ -38,6 +38,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+The selector labels as key=value pairs separated by commas, sorted by key,
+for OPERATOR_POD_LABELS.
+*/}}
+{{- define "etcd-operator.selectorLabelList" -}}
+{{- $pairs := list }}
+{{- range $k, $v := include "etcd-operator.selectorLabels" . | fromYaml }}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
+{{/*
 The operator image reference.
 */}}
 {{- define "etcd-operator.image" -}}

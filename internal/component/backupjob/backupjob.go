@@ -223,6 +223,14 @@ func jobLabels(cluster, kind string, extra map[string]string) map[string]string 
 	return l
 }
 
+// EtcdClientLabels select the Pods of a cluster's Jobs that dial its
+// members: the snapshot Jobs. The cluster's NetworkPolicy admits them on
+// the client port; a new Job that dials etcd must carry them, and the Jobs
+// that only reach a snapshot's storage (prune, restore check) do not.
+func EtcdClientLabels(cluster string) map[string]string {
+	return jobLabels(cluster, v1alpha1.JobKindSnapshot, nil)
+}
+
 // Snapshot is the Job that takes snapshot s of its cluster. The Job itself
 // carries the cluster label, so the operator's cache (which keeps only
 // labelled objects) sees it; its Pod does not, so that no Service or

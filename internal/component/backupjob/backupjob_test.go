@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
@@ -179,4 +180,23 @@ func TestInitFailure(t *testing.T) {
 	g.Expect(failed).To(BeFalse(), "it has since succeeded")
 	_, failed = backupjob.InitFailure(nil, "restore-fetch")
 	g.Expect(failed).To(BeFalse())
+}
+
+// The cluster's NetworkPolicy admits exactly the Job Pods that dial etcd:
+// its own snapshot Jobs, not another cluster's, and not the Jobs that only
+// reach storage.
+func TestEtcdClientLabels(t *testing.T) {
+	g := NewWithT(t)
+	matches := func(job *batchv1.Job) bool {
+		return labels.SelectorFromSet(backupjob.EtcdClientLabels("main")).Matches(labels.Set(job.Spec.Template.Labels))
+	}
+	other := cluster()
+	other.Name = "other"
+	otherSnap := snapshot(s3Dest)
+	otherSnap.Spec.ClusterName = "other"
+
+	g.Expect(matches(backupjob.Snapshot(snapshot(s3Dest), cluster(), etcdaccess.Shape{}, nil, "k", "op:v1"))).To(BeTrue())
+	g.Expect(matches(backupjob.Snapshot(otherSnap, other, etcdaccess.Shape{}, nil, "k", "op:v1"))).To(BeFalse(), "another cluster's snapshot")
+	g.Expect(matches(backupjob.Prune(snapshot(s3Dest), "k", "op:v1"))).To(BeFalse(), "a prune never dials etcd")
+	g.Expect(matches(backupjob.RestoreCheck(cluster(), s3Dest, "k", "op:v1"))).To(BeFalse(), "a restore check never dials etcd")
 }

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,9 +26,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/netpol"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
+
+// testNetworkPolicy is the operator-wide policy setting of the tests: the
+// operator may keep policies, and runs in its own namespace.
+var testNetworkPolicy = NetworkPolicyOptions{Permitted: true, Sources: netpol.Sources{
+	OperatorNamespace: "operator", OperatorPodLabels: map[string]string{"app": "operator"},
+}}
 
 const (
 	testNS     = "ns"
@@ -59,6 +67,7 @@ func newHarness(t *testing.T) *harness {
 	_ = corev1.AddToScheme(scheme)
 	_ = coordinationv1.AddToScheme(scheme)
 	_ = policyv1.AddToScheme(scheme)
+	_ = networkingv1.AddToScheme(scheme)
 	_ = storagev1.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	_ = cmapi.AddToScheme(scheme)
@@ -70,7 +79,7 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, g: NewWithT(t), c: c, etcd: etcdfake.New(), now: time.Unix(1_700_000_000, 0),
 		events: events.NewFakeRecorder(100), tracker: tracker}
 	h.r = &Reconciler{Client: c, APIReader: c, Dialer: h.etcd, ClusterDomain: testDomain, Recorder: h.events,
-		Now: func() time.Time { return h.now }}
+		Now: func() time.Time { return h.now }, NetworkPolicy: testNetworkPolicy}
 	return h
 }
 

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,6 +56,9 @@ type Reconciler struct {
 	// OperatorImage runs the check of a restore's source and the seed's
 	// download of the snapshot.
 	OperatorImage string
+	// NetworkPolicy is what every cluster's NetworkPolicy admits besides
+	// the cluster's own Pods, and whether the operator may keep them.
+	NetworkPolicy NetworkPolicyOptions
 
 	// memos keeps per-cluster timers between passes; see memo.
 	memos memos
@@ -126,6 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.latchTarget,
 		r.reconcileTLS,
 		r.reconcileServices,
+		r.reconcileNetworkPolicy,
 		r.syncMemberStatus,
 		r.reconcilePDB,
 		r.observeMaintenance,
@@ -197,13 +202,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("failed to index EtcdMembers by node: %w", err)
 	}
 	r.maintDone = make(chan event.GenericEvent, maintDoneBuffer)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.maintDone, &handler.EnqueueRequestForObject{})).
 		Owns(&v1alpha1.EtcdMember{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
-		Owns(&batchv1.Job{}).
+		Owns(&batchv1.Job{})
+	if r.NetworkPolicy.Permitted {
+		// A policy deleted or edited by hand is restored at once.
+		b = b.Owns(&networkingv1.NetworkPolicy{})
+	}
+	return b.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeToClusters),

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +29,7 @@ func newRecoveryHarness(t *testing.T) *harness {
 	_ = corev1.AddToScheme(scheme)
 	_ = policyv1.AddToScheme(scheme)
 	_ = batchv1.AddToScheme(scheme)
+	_ = networkingv1.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	c := fakeclient.NewClientBuilder().WithScheme(scheme).
 		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdMember{}, &v1alpha1.EtcdSnapshot{}, &v1alpha1.EtcdRecovery{}).Build()

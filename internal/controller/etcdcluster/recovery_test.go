@@ -185,7 +185,7 @@ func (h *harness) liveMemberNames() []string {
 // new operator Pod starts with nothing.
 func (h *harness) restartOperator() {
 	h.r = &Reconciler{Client: h.c, APIReader: h.c, Dialer: h.etcd, ClusterDomain: testDomain, Recorder: h.events,
-		Now: func() time.Time { return h.now }}
+		Now: func() time.Time { return h.now }, NetworkPolicy: testNetworkPolicy}
 }
 
 // Every step is re-derived from what is observed: each pass below runs

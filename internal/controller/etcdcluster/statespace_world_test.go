@@ -102,7 +102,7 @@ func newWorld(h *harness, lag bool) *world {
 		memberSeen: map[string]string{}, memberAgain: map[string]bool{},
 		clusterCache: &lagClient{Client: h.c, store: h}, memberCache: &lagClient{Client: h.c, store: h}}
 	h.r = &Reconciler{Client: w.clusterCache, APIReader: h.c, Dialer: h.etcd, ClusterDomain: testDomain,
-		Recorder: discardEvents{}, Now: func() time.Time { return h.now }}
+		Recorder: discardEvents{}, Now: func() time.Time { return h.now }, NetworkPolicy: testNetworkPolicy}
 	w.memberController = &etcdmember.Reconciler{Client: w.memberCache, Dialer: h.etcd, ClusterDomain: testDomain}
 	return w
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/netpol"
 	"github.com/quorumctl/etcd-operator/internal/component/owner"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/maintenance"
@@ -256,6 +257,10 @@ func phaseFailure(s *scope) (string, string, bool) {
 		if errors.As(err, &notOwned) {
 			return v1alpha1.ObjectNotOwnedReason, fmt.Sprintf("%v; delete or rename it so the operator can create its own", notOwned), true
 		}
+		var forbidden *netpol.NotPermittedError
+		if errors.As(err, &forbidden) {
+			return v1alpha1.NetworkPolicyNotPermittedReason, forbidden.Error(), true
+		}
 		var invalid *sourceInvalidError
 		if errors.As(err, &invalid) {
 			return v1alpha1.TLSSourceInvalidReason, invalid.message, true
@@ -307,7 +312,7 @@ func stalledBy(s *scope) string {
 var stalls = map[string]bool{
 	v1alpha1.ObjectNotOwnedReason: true, v1alpha1.VersionChangeRefusedReason: true, v1alpha1.RolloutFailedReason: true,
 	v1alpha1.NoSpaceOverQuotaReason: true, v1alpha1.NoSpaceRecoveryDisabledReason: true, v1alpha1.CorruptAlarmReason: true,
-	v1alpha1.TLSSourceInvalidReason: true,
+	v1alpha1.TLSSourceInvalidReason: true, v1alpha1.NetworkPolicyNotPermittedReason: true,
 }
 
 // stalledMessage says what the target is and what it is stuck on.
