@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
-	"github.com/quorumctl/etcd-operator/test/crdtest"
 )
 
 var k8s client.Client
@@ -32,15 +31,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set; run through make test-envtest")
 		os.Exit(1)
 	}
-	// Without the temporary rule that refuses spec.tls altogether, so that
-	// the TLS rules behind it are checked too (test/crdtest checks that the
-	// chart has it).
-	crds, _, err := crdtest.Load(filepath.Join("..", "..", "charts", "etcd-operator", "crds"), crdtest.TLSNotSupportedYet)
-	if err != nil || len(crds) == 0 {
-		fmt.Fprintf(os.Stderr, "failed to load the CRDs (%d): %v\n", len(crds), err)
-		os.Exit(1)
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "charts", "etcd-operator", "crds")},
+		ErrorIfCRDPathMissing: true,
 	}
-	env := &envtest.Environment{CRDs: crds}
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "failed to start envtest: %v\n", err)

@@ -59,7 +59,9 @@ func newHealCluster(ctx context.Context, t *testing.T, prefix string, mutate fun
 	g.Expect(err).NotTo(HaveOccurred())
 	svc, err := env.ClientServiceEndpoint(ctx, h.ns, h.name)
 	g.Expect(err).NotTo(HaveOccurred())
-	cli, err := framework.EtcdClient(svc)
+	// Over TLS when the cluster starts with it, with a certificate the
+	// operator issues on request.
+	cli, err := framework.ClusterClient(ctx, c, h.ns, h.name, svc)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer cli.Close()
 	_, err = cli.Put(ctx, sentinelKey, sentinelValue)
@@ -112,7 +114,10 @@ func (h *healHarness) recover(ctx context.Context, victim v1alpha1.EtcdMember, r
 	pod, err := env.Clientset.CoreV1().Pods(h.ns).Get(ctx, victim.Name, metav1.GetOptions{})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	probeCtx, stopProbe := context.WithCancel(ctx)
-	wrong := startProbe(probeCtx, fmt.Sprintf("http://%s:2379", pod.Status.PodIP))
+	endpoint := fmt.Sprintf("http://%s:2379", pod.Status.PodIP)
+	wrong := startProbe(probeCtx, endpoint, func() (*clientv3.Client, error) {
+		return framework.ClusterClient(ctx, h.c, h.ns, h.name, endpoint)
+	})
 	h.expectHealthyVoter(ctx, victim)
 	start := time.Now()
 	h.g.Expect(fault()).To(Succeed())
@@ -146,7 +151,7 @@ func (h *healHarness) expectSentinelEverywhere(ctx context.Context) {
 	h.g.Expect(err).NotTo(HaveOccurred())
 	h.g.Expect(eps).To(HaveLen(3))
 	for _, ep := range eps {
-		cli, err := framework.EtcdClient(ep)
+		cli, err := framework.ClusterClient(ctx, h.c, h.ns, h.name, ep)
 		h.g.Expect(err).NotTo(HaveOccurred())
 		for _, opts := range [][]clientv3.OpOption{nil, {clientv3.WithSerializable()}} {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -178,13 +183,13 @@ func (h *healHarness) expectEvent(ctx context.Context, reason, member string) {
 
 // startProbe reads the sentinel from one endpoint every 100ms until ctx
 // ends, and reports the first successful read that lacked it.
-func startProbe(ctx context.Context, endpoint string) <-chan string {
+func startProbe(ctx context.Context, endpoint string, dial func() (*clientv3.Client, error)) <-chan string {
 	out := make(chan string, 1)
 	go func() {
 		var once sync.Once
 		report := func(s string) { once.Do(func() { out <- s }) }
 		defer report("")
-		cli, err := framework.EtcdClient(endpoint)
+		cli, err := dial()
 		if err != nil {
 			return
 		}
