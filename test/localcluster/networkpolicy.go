@@ -17,7 +17,7 @@ import (
 // sigs.k8s.io/kube-network-policies, SIG Network's implementation and the one
 // kind runs. It judges the first packet of each connection in user space
 // through NFQUEUE. One process serves every node, as one kube-proxy does
-// (docs/design/0013-networkpolicy-enforcer.md says why, and what differs
+// (docs/design/0014-networkpolicy-enforcer.md says why, and what differs
 // from a real cluster).
 const (
 	networkPolicyProcessName = "kube-network-policies"

@@ -132,11 +132,11 @@ var certManagerOnce = struct {
 	err error
 }{}
 
-// EnsureCertManager installs cert-manager into the cluster once per run.
+// EnsureCertManager checks, once per run, that cert-manager (which
+// localcluster up installs) is ready to issue; it re-applies it if not.
 func (e *Env) EnsureCertManager(ctx context.Context, t interface{ Log(...any) }) error {
 	certManagerOnce.Do(func() {
-		_ = localcluster.NewProgress
-		certManagerOnce.err = nil
+		certManagerOnce.err = e.Layout.InstallCertManager(ctx, localcluster.NewProgress(logWriter{t}), e.Config)
 	})
 	return certManagerOnce.err
 }
