@@ -161,8 +161,13 @@ const probeTimeout = 3 * time.Second
 // in its own process and kills it, so a timed-out wget exits by SIGTERM
 // (143; GNU timeout exits 124). The detail is wget's output.
 func probe(ctx context.Context, ns, pod, addr string) (probeOutcome, string, error) {
-	script := fmt.Sprintf(`out=$(timeout %d wget -q -O - "http://%s/" 2>&1); echo "rc=$?"; echo "$out"`,
-		int(probeTimeout.Seconds()), addr)
+	return probeURL(ctx, ns, pod, "http://"+addr+"/")
+}
+
+// probeURL is probe for any http URL.
+func probeURL(ctx context.Context, ns, pod, url string) (probeOutcome, string, error) {
+	script := fmt.Sprintf(`out=$(timeout %d wget -q -O - "%s" 2>&1); echo "rc=$?"; echo "$out"`,
+		int(probeTimeout.Seconds()), url)
 	res := env.Kubectl(ctx, "exec", "-n", ns, pod, "--", "sh", "-c", script)
 	if res.Err != nil {
 		return "", "", res.Err
@@ -186,9 +191,14 @@ func probe(ctx context.Context, ns, pod, addr string) (probeOutcome, string, err
 // waitForProbe waits until a probe from the Pod has the outcome (and, if
 // answered and body is set, that body).
 func waitForProbe(ctx context.Context, ns, pod, addr string, want probeOutcome, body string) error {
+	return waitForProbeURL(ctx, ns, pod, "http://"+addr+"/", want, body)
+}
+
+// waitForProbeURL is waitForProbe for any http URL.
+func waitForProbeURL(ctx context.Context, ns, pod, addr string, want probeOutcome, body string) error {
 	var last string
 	err := framework.WaitFor(ctx, time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
-		got, detail, err := probe(ctx, ns, pod, addr)
+		got, detail, err := probeURL(ctx, ns, pod, addr)
 		if err != nil {
 			return false, err
 		}

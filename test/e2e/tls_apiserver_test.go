@@ -60,7 +60,7 @@ func (a *secondAPIServer) start(ctx context.Context, image string) {
 		return corev1.VolumeMount{Name: vol, MountPath: path, ReadOnly: path != "/var/run/apiserver"}
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns, Labels: map[string]string{"app": "second-apiserver"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns, Labels: map[string]string{"app": "second-apiserver", framework.EtcdClientLabel: "true"}},
 		Spec: corev1.PodSpec{
 			SecurityContext: framework.RestrictedPodSecurity(),
 			Containers: []corev1.Container{{
@@ -137,7 +137,10 @@ func TestTLSClusterAsAKubernetesDatastore(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	r := newRollCluster(ctx, t, "tls-datastore", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
+	r := newRollCluster(ctx, t, "tls-datastore", func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{}
+		framework.AllowE2EClients(c)
+	})
 	assets, err := env.Layout.EnvtestAssets(ctx, localcluster.NewProgress(io.Discard))
 	r.g.Expect(err).NotTo(HaveOccurred())
 	image := "localhost/localcluster/kube-apiserver:" + env.Versions.Kubernetes

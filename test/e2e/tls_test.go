@@ -39,7 +39,10 @@ func TestTLSDefaults(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := newRollCluster(ctx, t, "tls-defaults", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
+	r := newRollCluster(ctx, t, "tls-defaults", func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{}
+		framework.AllowE2EClients(c)
+	})
 	admin := r.adminTLS(ctx)
 	svc, err := env.ClientServiceEndpoint(ctx, r.ns, r.name)
 	r.g.Expect(err).NotTo(HaveOccurred())

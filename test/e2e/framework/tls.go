@@ -180,13 +180,27 @@ func (e *Env) MemberAddresses(ctx context.Context, ns, cluster string, port int)
 	return out, nil
 }
 
+// EtcdClientLabel marks the Pods the suite runs in a cluster's namespace to
+// use etcd (etcdctl, a kube-apiserver): the cluster's NetworkPolicy admits
+// them only when the cluster names them (AllowE2EClients), as a user names
+// their own clients.
+const EtcdClientLabel = "e2e.quorumctl.io/etcd-client"
+
+// AllowE2EClients lets the suite's client Pods of the cluster's namespace
+// in on the client port.
+func AllowE2EClients(c *v1alpha1.EtcdCluster) {
+	c.Spec.NetworkPolicy.AllowedClients = append(c.Spec.NetworkPolicy.AllowedClients, v1alpha1.NetworkPolicyClient{
+		PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{EtcdClientLabel: "true"}},
+	})
+}
+
 // RunEtcdctl runs etcdctl in a Pod of the namespace, from the default etcd
 // image, with a client certificate Secret mounted, against endpoint, and
 // returns its output.
 func (e *Env) RunEtcdctl(ctx context.Context, ns, secret, endpoint string, args ...string) (string, error) {
 	name := "etcdctl-" + rand.String(5)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{EtcdClientLabel: "true"}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:   corev1.RestartPolicyNever,
 			SecurityContext: RestrictedPodSecurity(),
