@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,10 @@ func (e *Env) Client() (client.Client, error) {
 		return nil, err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	// The TLS tests make cert-manager Issuers and Certificates.
+	if err := cmapi.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	return client.New(e.Config, client.Options{Scheme: scheme})
