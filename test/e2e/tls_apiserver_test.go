@@ -4,7 +4,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
-	"github.com/quorumctl/etcd-operator/internal/certs"
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 	"github.com/quorumctl/etcd-operator/test/localcluster"
 )
@@ -146,13 +150,17 @@ func TestTLSClusterAsAKubernetesDatastore(t *testing.T) {
 	image := "localhost/localcluster/kube-apiserver:" + env.Versions.Kubernetes
 	_, err = env.Layout.ImportImage(ctx, localcluster.StaticBinaryImageSpec(image, filepath.Join(assets, "kube-apiserver"), "/kube-apiserver"))
 	r.g.Expect(err).NotTo(HaveOccurred())
-	saKey, err := certs.NewCA("service accounts", time.Now(), time.Hour*2)
+	// kube-apiserver reads only RSA and ECDSA service account keys.
+	sa, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
 	r.g.Expect(err).NotTo(HaveOccurred())
+	saDER, err := x509.MarshalECPrivateKey(sa)
+	r.g.Expect(err).NotTo(HaveOccurred())
+	saKey := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER})
 	a := &secondAPIServer{r: r, token: rand.String(32)}
 	r.g.Expect(r.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "second-apiserver-auth", Namespace: r.ns},
 		Data: map[string][]byte{
 			"token.csv": []byte(a.token + ",admin,admin,system:masters\n"),
-			"sa.key":    saKey.KeyPEM,
+			"sa.key":    saKey,
 		}})).To(Succeed())
 	a.start(ctx, image)
 

@@ -46,17 +46,22 @@ func (e *Env) HealthyVoter(ctx context.Context, m *v1alpha1.EtcdMember) error {
 		return fmt.Errorf("member %s: pod %s has no address", m.Name, p.Name)
 	}
 	ep := fmt.Sprintf("http://%s:%d", p.Status.PodIP, v1alpha1.ClientPort)
-	return askVoter(ctx, ep, m.Name, want)
+	kc, err := e.Client()
+	if err != nil {
+		return err
+	}
+	// Over TLS when the cluster has it, as its clients would.
+	c, err := ClusterClient(ctx, kc, m.Namespace, m.Spec.ClusterName, ep)
+	if err != nil {
+		return fmt.Errorf("member %s: %w", m.Name, err)
+	}
+	defer func() { _ = c.Close() }()
+	return askVoter(ctx, c, c.Endpoints()[0], m.Name, want)
 }
 
 // askVoter asks the member at ep, and only it, whether it is the voter want
 // following a leader.
-func askVoter(ctx context.Context, ep, name string, want uint64) error {
-	c, err := EtcdClient(ep)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Close() }()
+func askVoter(ctx context.Context, c *clientv3.Client, ep, name string, want uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st, err := c.Status(ctx, ep)
