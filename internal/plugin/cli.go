@@ -332,6 +332,16 @@ func parse(args []string) (*command, *options, []string, error) {
 }
 
 func validate(cmd *command, o *options) error {
+	// A zero or negative wait would end the command before it began, and
+	// report a failure that never happened.
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{{"--timeout", o.timeout}, {"--replace-timeout", o.replaceTimeout}, {"--snapshot-timeout", o.snapshotTimeout}} {
+		if d.value < 0 || (d.value == 0 && commandHas(cmd, d.flag)) {
+			return usagef("%s %s must be positive, got %s", cmd.name, d.flag, d.value)
+		}
+	}
 	switch cmd.name {
 	case "compact":
 		if o.revision < 0 {
@@ -355,6 +365,18 @@ func validate(cmd *command, o *options) error {
 		return checkOutput(o.output)
 	}
 	return nil
+}
+
+// commandHas reports whether the command defines the flag (given with its
+// dashes). The duration flags all default to a positive value, so one that
+// the command defines and that reads zero was set to zero.
+func commandHas(cmd *command, flagName string) bool {
+	if cmd.flags == nil {
+		return false
+	}
+	fs := newFlagSet(cmd.name)
+	cmd.flags(fs, &options{})
+	return fs.Lookup(strings.TrimLeft(flagName, "-")) != nil
 }
 
 // lookup matches the longest command name at the start of words.

@@ -64,14 +64,19 @@ func TestParse(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	cases := map[string][]string{
-		"flag provided but not defined: -bogus":          {"status", "--bogus"},
-		"status: flag provided but not defined: -to":     {"status", "demo", "--to", "x"},
-		`unknown command "frobnicate"`:                   {"frobnicate"},
-		"alarms needs a subcommand: list or disarm":      {"alarms", "demo"},
-		"members takes CLUSTER, got 2 argument(s)":       {"members", "a", "b"},
-		"members takes CLUSTER, got 0 argument(s)":       {"members"},
-		`invalid value "soon" for flag -timeout`:         {"defrag", "demo", "--timeout", "soon"},
-		"compact --revision N needs a positive revision": {"compact", "demo", "--revision", "-3"},
+		"flag provided but not defined: -bogus":                     {"status", "--bogus"},
+		"status: flag provided but not defined: -to":                {"status", "demo", "--to", "x"},
+		`unknown command "frobnicate"`:                              {"frobnicate"},
+		"alarms needs a subcommand: list or disarm":                 {"alarms", "demo"},
+		"members takes CLUSTER, got 2 argument(s)":                  {"members", "a", "b"},
+		"members takes CLUSTER, got 0 argument(s)":                  {"members"},
+		`invalid value "soon" for flag -timeout`:                    {"defrag", "demo", "--timeout", "soon"},
+		"compact --revision N needs a positive revision":            {"compact", "demo", "--revision", "-3"},
+		"defrag --timeout must be positive, got 0s":                 {"defrag", "demo", "--timeout", "0"},
+		"defrag --timeout must be positive, got -1m0s":              {"defrag", "demo", "--timeout=-1m"},
+		"replace-member --replace-timeout must be positive, got 0s": {"replace-member", "m1", "--replace-timeout", "0s"},
+		"snapshot --snapshot-timeout must be positive, got -5s":     {"snapshot", "demo", "--to", "s3://b", "--snapshot-timeout=-5s"},
+		"--to must not carry credentials":                           {"snapshot", "demo", "--to", "s3://AKIA:secret@bucket/prefix"},
 	}
 	for msg, args := range cases {
 		g := NewWithT(t)

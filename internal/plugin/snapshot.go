@@ -39,6 +39,11 @@ func parseDestination(o snapshotOptions) (v1alpha1.SnapshotDestination, error) {
 	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return v1alpha1.SnapshotDestination{}, usagef("--to %q is not s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH]", o.to)
 	}
+	if u.User != nil {
+		// It would be written into the EtcdSnapshot for anyone who may read
+		// it, and no S3 client reads credentials from there anyway.
+		return v1alpha1.SnapshotDestination{}, usagef("--to must not carry credentials (user:password@); put them in a Secret and name it with --s3-credentials-secret")
+	}
 	rest := strings.Trim(u.Path, "/")
 	switch u.Scheme {
 	case "s3":

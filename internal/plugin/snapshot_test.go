@@ -29,7 +29,7 @@ func TestParseDestination(t *testing.T) {
 
 	for _, bad := range []snapshotOptions{
 		{to: "backups"}, {to: "gs://bucket"}, {to: "s3:///prefix"}, {to: "s3://b?x=1"},
-		{to: "pvc://claim", credential: "creds"},
+		{to: "pvc://claim", credential: "creds"}, {to: "s3://key:secret@bucket"}, {to: "s3://key@bucket/p"},
 	} {
 		_, err := parseDestination(bad)
 		g.Expect(err).To(HaveOccurred(), "%+v", bad)
