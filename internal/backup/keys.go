@@ -13,6 +13,16 @@ func SnapshotKey(namespace, cluster, snapshot string) string {
 	return path.Join(namespace, cluster, snapshot+".db")
 }
 
+// KeyOf is where a snapshot is stored, from its name, namespace and
+// cluster. Pruning and restoring use it and never status.key: status is
+// writable by whoever may write EtcdSnapshot status, and a key taken from
+// there could name another cluster's or another tenant's objects.
+// Kubernetes names hold no "/" and no ".." segment, so the key stays under
+// the snapshot's namespace and cluster.
+func KeyOf(s *v1alpha1.EtcdSnapshot) string {
+	return SnapshotKey(s.Namespace, s.Spec.ClusterName, s.Name)
+}
+
 // MetadataKey is where a snapshot's metadata object is: beside it.
 func MetadataKey(key string) string { return key + ".json" }
 

@@ -43,7 +43,9 @@ func (h *harness) nightly() {
 	s := &v1alpha1.EtcdSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: testNS},
 		Spec: v1alpha1.EtcdSnapshotSpec{ClusterName: testName, Destination: restoreDest}}
 	h.g.Expect(h.c.Create(ctx, s)).To(Succeed())
-	s.Status.Phase, s.Status.SHA256, s.Status.Key, s.Status.Revision = v1alpha1.SnapshotSucceeded, strings.Repeat("5", 64), "prod/old/snap.db", 10042
+	// status.key points elsewhere: the restore reads only the key the
+	// snapshot's own name, namespace and cluster give.
+	s.Status.Phase, s.Status.SHA256, s.Status.Key, s.Status.Revision = v1alpha1.SnapshotSucceeded, strings.Repeat("5", 64), "other-tenant/db/snap.db", 10042
 	h.g.Expect(h.c.Status().Update(ctx, s)).To(Succeed())
 }
 
@@ -109,7 +111,7 @@ func TestRecovery_FromASnapshot(t *testing.T) {
 	// From here it is the bootstrap of a restored cluster.
 	twice()
 	h.g.Expect(h.seedMembers()).To(BeEmpty(), "no seed before the snapshot is checked")
-	h.g.Expect(h.checkJob().Spec.Template.Spec.Containers[0].Args).To(ContainElement("--key=prod/old/snap.db"))
+	h.g.Expect(h.checkJob().Spec.Template.Spec.Containers[0].Args).To(ContainElement("--key=" + testNS + "/" + testName + "/nightly.db"))
 	h.finishCheck(backup.Result{Code: backup.CodeOK, Metadata: goodMetadata("3.6.16")})
 	h.reconcile()
 	seeds := h.seedMembers()

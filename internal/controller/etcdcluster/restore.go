@@ -132,7 +132,7 @@ func (r *Reconciler) restoreSource(ctx context.Context, s *scope, spec *v1alpha1
 		s.setProgress(v1alpha1.RestoreSnapshotNotReadyReason, "waiting for EtcdSnapshot %s to succeed (it is %s)", snap.Name, snap.Status.Phase)
 		return restoreSource{}, &ctrl.Result{RequeueAfter: requeueUnreachable}
 	}
-	return restoreSource{dest: snap.Spec.Destination, key: snap.Status.Key, snapshot: snap}, nil
+	return restoreSource{dest: snap.Spec.Destination, key: backup.KeyOf(snap), snapshot: snap}, nil
 }
 
 // acceptSource applies the checks on the metadata the check Job found and

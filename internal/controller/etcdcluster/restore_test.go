@@ -188,7 +188,9 @@ func (h *harness) snapshotObject(phase v1alpha1.SnapshotPhase, sha string) {
 	s := &v1alpha1.EtcdSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: testNS},
 		Spec: v1alpha1.EtcdSnapshotSpec{ClusterName: "old", Destination: restoreDest}}
 	h.g.Expect(h.c.Create(ctx, s)).To(Succeed())
-	s.Status.Phase, s.Status.SHA256, s.Status.Key = phase, sha, "prod/old/nightly.db"
+	// status.key points elsewhere: the restore reads only the key the
+	// snapshot's own name, namespace and cluster give.
+	s.Status.Phase, s.Status.SHA256, s.Status.Key = phase, sha, "other-tenant/db/nightly.db"
 	h.g.Expect(h.c.Status().Update(ctx, s)).To(Succeed())
 }
 
@@ -209,7 +211,7 @@ func TestRestoreFromAnEtcdSnapshot(t *testing.T) {
 	h = newRestoreHarness(t, named)
 	h.snapshotObject(v1alpha1.SnapshotSucceeded, strings.Repeat("e", 64))
 	h.reconcile()
-	h.g.Expect(h.checkJob().Spec.Template.Spec.Containers[0].Args).To(ContainElement("--key=prod/old/nightly.db"))
+	h.g.Expect(h.checkJob().Spec.Template.Spec.Containers[0].Args).To(ContainElement("--key=" + testNS + "/old/nightly.db"))
 	h.finishCheck(backup.Result{Code: backup.CodeOK, Metadata: goodMetadata("3.6.16")})
 	h.reconcile()
 	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.RestoreMetadataInvalidReason),

@@ -82,7 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			reterr = errors.Join(reterr, err)
 		}
 	}()
-	key := backup.SnapshotKey(s.Namespace, s.Spec.ClusterName, s.Name)
+	key := backup.KeyOf(s)
 	s.Status.Key, s.Status.Location = key, backup.Location(s.Spec.Destination, key)
 	if s.Status.Phase == "" {
 		setPhase(s, v1alpha1.SnapshotPending, v1alpha1.SnapshotPendingReason, "waiting to start")
@@ -154,7 +154,7 @@ func (r *Reconciler) start(ctx context.Context, s *v1alpha1.EtcdSnapshot, cluste
 		r.finish(s, v1alpha1.JobFailedReason, "the operator was started without --operator-image, which runs snapshot Jobs")
 		return ctrl.Result{}, nil
 	}
-	job := backupjob.Snapshot(s, cluster, shape, endpoints, s.Status.Key, r.OperatorImage)
+	job := backupjob.Snapshot(s, cluster, shape, endpoints, backup.KeyOf(s), r.OperatorImage)
 	if err := r.Create(ctx, job, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			setPhase(s, v1alpha1.SnapshotPending, v1alpha1.WaitingForTurnReason, "another snapshot of "+cluster.Name+" started first")

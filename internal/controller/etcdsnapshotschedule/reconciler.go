@@ -235,7 +235,7 @@ func (r *Reconciler) pruneOne(ctx context.Context, p *pass, snap *v1alpha1.EtcdS
 			setPruning(p, v1alpha1.PruneFailedReason, "the operator was started without --operator-image, which runs prune Jobs")
 			return ctrl.Result{}, nil
 		}
-		job = backupjob.Prune(snap, snap.Status.Key, r.OperatorImage)
+		job = backupjob.Prune(snap, backup.KeyOf(snap), r.OperatorImage)
 		if err := r.Create(ctx, job, client.FieldOwner(v1alpha1.FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, fmt.Errorf("failed to create Job %s: %w", job.Name, err)
 		}

@@ -188,11 +188,18 @@ func TestKeepLastTwoAfterThreeRuns(t *testing.T) {
 	s := h.get()
 	s.Spec.Suspend = true
 	h.g.Expect(h.c.Update(context.Background(), s)).To(Succeed())
-	h.reconcile()
+	// Whoever may write EtcdSnapshot status points the oldest's key at
+	// someone else's objects: the prune Job still deletes only its own.
 	oldest := tickName(1)
+	tampered := &v1alpha1.EtcdSnapshot{}
+	h.g.Expect(h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: oldest}, tampered)).To(Succeed())
+	tampered.Status.Key = "other-tenant/db/nightly.db"
+	h.g.Expect(h.c.Status().Update(context.Background(), tampered)).To(Succeed())
+	h.reconcile()
 	job := &batchv1.Job{}
 	h.g.Expect(h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: backupjob.PruneJobName(oldest)}, job)).To(Succeed())
 	h.g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--key=prod/main/" + oldest + ".db"))
+	h.g.Expect(job.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(ContainSubstring("other-tenant")))
 	h.g.Expect(h.snapshots()).To(HaveLen(3), "the EtcdSnapshot stays until its objects are gone")
 	h.g.Expect(h.condition(v1alpha1.PrunedCondition).Reason).To(Equal(v1alpha1.PruningReason))
 
