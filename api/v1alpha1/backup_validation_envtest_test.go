@@ -63,6 +63,12 @@ func TestSnapshotCreateValidation(t *testing.T) {
 		}, "persistentVolumeClaim.path must be relative and must not contain '..'"},
 		{"no cluster", func(s *v1alpha1.EtcdSnapshot) { s.Spec.ClusterName = "" },
 			"spec.clusterName in body should be at least 1 chars long"},
+		// The storage key is built from it: a path would climb out of the
+		// cluster's place in the bucket.
+		{"cluster name climbing out", func(s *v1alpha1.EtcdSnapshot) { s.Spec.ClusterName = "../other" },
+			"clusterName must be the name of an EtcdCluster"},
+		{"cluster name of dots", func(s *v1alpha1.EtcdSnapshot) { s.Spec.ClusterName = ".." },
+			"clusterName must be the name of an EtcdCluster"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +134,8 @@ func TestScheduleValidation(t *testing.T) {
 			"destination must set exactly one of s3 or persistentVolumeClaim"},
 		{"empty schedule", func(s *v1alpha1.EtcdSnapshotSchedule) { s.Spec.Schedule = "" },
 			"spec.schedule in body should be at least 1 chars long"},
+		{"cluster name with a slash", func(s *v1alpha1.EtcdSnapshotSchedule) { s.Spec.ClusterName = "a/b" },
+			"clusterName must be the name of an EtcdCluster"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -103,6 +103,7 @@ type EtcdSnapshotSpec struct {
 	// ClusterName is the EtcdCluster in the same namespace to snapshot.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="clusterName must be the name of an EtcdCluster: lower-case letters, digits, '-' and '.'"
 	ClusterName string `json:"clusterName"`
 
 	// Destination is where the snapshot is written.

@@ -17,8 +17,9 @@ func SnapshotKey(namespace, cluster, snapshot string) string {
 // cluster. Pruning and restoring use it and never status.key: status is
 // writable by whoever may write EtcdSnapshot status, and a key taken from
 // there could name another cluster's or another tenant's objects.
-// Kubernetes names hold no "/" and no ".." segment, so the key stays under
-// the snapshot's namespace and cluster.
+// Object names, and spec.clusterName by its CEL rule, hold no "/" and are
+// never "." or "..", so the key stays under the snapshot's namespace and
+// cluster.
 func KeyOf(s *v1alpha1.EtcdSnapshot) string {
 	return SnapshotKey(s.Namespace, s.Spec.ClusterName, s.Name)
 }
