@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -77,37 +76,31 @@ func TestNetworkPolicyAroundACluster(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), "client %s", c.name)
 	}
 	// Both ports answer GET /version in plain text; a dropped SYN times out.
-	expect := func(ns, pod, ip string, port int, want probeOutcome) {
+	expect := func(ns, pod, addr string, want probeOutcome) {
 		t.Helper()
-		url := fmt.Sprintf("http://%s:%d/version", ip, port)
+		url := "http://" + addr + "/version"
 		g.Expect(waitForProbeURL(ctx, ns, pod, url, want, "")).To(Succeed(), "%s/%s to %s", ns, pod, url)
 	}
-	memberIPs := func() []string {
+	members := func(port int) []string {
 		t.Helper()
-		pods, err := env.MemberPods(ctx, b.ns, name)
+		addrs, err := env.MemberAddresses(ctx, b.ns, name, port)
 		g.Expect(err).NotTo(HaveOccurred())
-		var ips []string
-		for _, p := range pods {
-			if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
-				ips = append(ips, p.Status.PodIP)
-			}
-		}
-		g.Expect(ips).To(HaveLen(3))
-		return ips
+		g.Expect(addrs).To(HaveLen(3))
+		return addrs
 	}
-	ips := memberIPs()
+	clientAddrs, peerAddrs := members(v1alpha1.ClientPort), members(v1alpha1.PeerPort)
 	t.Log("the allowed namespace reaches every member's client port, and no peer port")
-	for _, ip := range ips {
-		expect(allowedNS, "allowed", ip, v1alpha1.ClientPort, probeAnswered)
+	for _, a := range clientAddrs {
+		expect(allowedNS, "allowed", a, probeAnswered)
 	}
-	expect(allowedNS, "allowed", ips[0], v1alpha1.PeerPort, probeTimedOut)
+	expect(allowedNS, "allowed", peerAddrs[0], probeTimedOut)
 	t.Log("another namespace, and an unnamed Pod of the cluster's own, reach neither port")
-	for _, ip := range ips {
-		expect(otherNS, "outsider", ip, v1alpha1.ClientPort, probeTimedOut)
+	for _, a := range clientAddrs {
+		expect(otherNS, "outsider", a, probeTimedOut)
 	}
-	expect(otherNS, "outsider", ips[0], v1alpha1.PeerPort, probeTimedOut)
-	expect(b.ns, "neighbour", ips[1], v1alpha1.ClientPort, probeTimedOut)
-	expect(b.ns, "neighbour", ips[1], v1alpha1.PeerPort, probeTimedOut)
+	expect(otherNS, "outsider", peerAddrs[0], probeTimedOut)
+	expect(b.ns, "neighbour", clientAddrs[1], probeTimedOut)
+	expect(b.ns, "neighbour", peerAddrs[1], probeTimedOut)
 
 	t.Log("a snapshot Job reaches the cluster")
 	snap := b.snapshot(ctx, "np-snap", name, framework.S3Destination(b.prefix))
@@ -116,8 +109,8 @@ func TestNetworkPolicyAroundACluster(t *testing.T) {
 	t.Log("a member loses its data dir and is replaced under the policy")
 	victim := h.pick(ctx, false)
 	h.recover(ctx, victim, "DataDirLost", func() error { return env.LoseDataDir(ctx, b.ns, victim.Name) })
-	for _, ip := range memberIPs() {
-		expect(otherNS, "outsider", ip, v1alpha1.ClientPort, probeTimedOut)
+	for _, a := range members(v1alpha1.ClientPort) {
+		expect(otherNS, "outsider", a, probeTimedOut)
 	}
 
 	t.Log("networkPolicy.enabled: false removes the policy and opens the client port")
@@ -126,5 +119,5 @@ func TestNetworkPolicyAroundACluster(t *testing.T) {
 		err := b.c.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: v1alpha1.NetworkPolicyName(name)}, &networkingv1.NetworkPolicy{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})).To(Succeed(), "the operator deleted its policy")
-	expect(otherNS, "outsider", memberIPs()[0], v1alpha1.ClientPort, probeAnswered)
+	expect(otherNS, "outsider", members(v1alpha1.ClientPort)[0], probeAnswered)
 }
