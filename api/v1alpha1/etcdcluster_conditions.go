@@ -60,6 +60,12 @@ const (
 	// EtcdUnreachableReason: no member answered; the operator asks again
 	// every 5 s and changes nothing until one does.
 	EtcdUnreachableReason = "EtcdUnreachable"
+	// EtcdReplyTooLargeReason (Stalled=True): a member answered with more
+	// than the operator reads of one reply (2 MiB from etcd, 4 MiB of
+	// metrics), which no etcd it runs sends: the member image is likely not
+	// etcd. The operator changes nothing until a member answers within the
+	// bound; fix the image.
+	EtcdReplyTooLargeReason = "EtcdReplyTooLarge"
 	// ScalingUpReason: members are being added, one learner at a time.
 	ScalingUpReason = "ScalingUp"
 	// ScalingDownReason: members are being removed, one at a time.

@@ -20,6 +20,16 @@ const (
 	DefaultDefragmentTimeout = 60 * time.Second
 )
 
+// MaxReplyBytes bounds one reply the operator reads from etcd. A member
+// runs an image a user chose, and gRPC's own default would let each of
+// them make the operator hold 4 MiB per call, or 2 GiB with clientv3's:
+// enough to kill the operator, and with it self-heal for every cluster.
+// The largest reply the operator asks for is a member list, about 2.3 kB
+// for nine members; 2 MiB also covers a Status, whose errors list is the
+// only part of it that grows, and one chunk of a snapshot stream (32 KiB).
+// See docs/design/0016-bounded-replies.md.
+const MaxReplyBytes = 2 << 20
+
 type options struct {
 	callTimeout   time.Duration
 	dialTimeout   time.Duration
@@ -123,7 +133,10 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOptio
 	if err := dial.CheckEndpoints(eps...); err != nil {
 		return nil, &CallError{Op: OpDial, Err: err}
 	}
-	var dialOpts []grpc.DialOption
+	// Config.MaxCallRecvMsgSize bounds the calls clientv3 makes itself; the
+	// default call option bounds those the package makes on connections
+	// from Client.Dial, which take the dial options but not the call ones.
+	dialOpts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxReplyBytes))}
 	if dial.Addresses != nil {
 		dialOpts = append(dialOpts, grpc.WithContextDialer(dial.contextDialer()))
 	}
@@ -133,12 +146,13 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOptio
 		// Never let the client rewrite its endpoints from the member list:
 		// the reconciler decides whom it talks to, and a half-added member
 		// must not become a target behind its back.
-		AutoSyncInterval: 0,
-		TLS:              dial.TLS,
-		Username:         d.opts.username,
-		Password:         d.opts.password,
-		Logger:           d.opts.logger,
-		DialOptions:      dialOpts,
+		AutoSyncInterval:   0,
+		TLS:                dial.TLS,
+		Username:           d.opts.username,
+		Password:           d.opts.password,
+		Logger:             d.opts.logger,
+		DialOptions:        dialOpts,
+		MaxCallRecvMsgSize: MaxReplyBytes,
 	})
 	if err != nil {
 		return nil, &CallError{Op: OpDial, Err: err}

@@ -51,6 +51,8 @@ type memberOpts struct {
 	initialCluster []string
 	maxLearners    int
 	quotaBytes     int64
+	// maxRequestBytes raises etcd's 1.5 MiB bound on one request.
+	maxRequestBytes uint
 }
 
 func newMember(t *testing.T, name string) *testMember {
@@ -78,6 +80,9 @@ func (m *testMember) start(t *testing.T, o memberOpts) {
 	}
 	if o.quotaBytes > 0 {
 		cfg.QuotaBackendBytes = o.quotaBytes
+	}
+	if o.maxRequestBytes > 0 {
+		cfg.MaxRequestBytes = o.maxRequestBytes
 	}
 	pu, cu := mustURL(t, m.peerURL), mustURL(t, m.clientURL)
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}

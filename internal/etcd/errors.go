@@ -151,6 +151,57 @@ func isProposalDropped(err error) bool {
 	return st.Code() == codes.Unknown && st.Message() == raft.ErrProposalDropped.Error()
 }
 
+// ReplyTooLargeError: a member sent more than the operator reads of one
+// reply (MaxReplyBytes for an etcd call, MaxMetricsBytes for a metrics
+// page). No etcd the operator runs sends that much to any request it makes,
+// so the member runs something else, a user's image say, and asking again
+// gets the same answer: it is not an unreachable member.
+type ReplyTooLargeError struct {
+	// What was read: an etcd operation's name, or "metrics".
+	What  string
+	Limit int
+	// Err is gRPC's own error when there is one.
+	Err error
+}
+
+func (e *ReplyTooLargeError) Error() string {
+	msg := fmt.Sprintf("reply to %s is larger than the %d bytes the operator reads", e.What, e.Limit)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *ReplyTooLargeError) Unwrap() error { return e.Err }
+
+// IsReplyTooLarge: a reply went past the operator's bound on what it reads
+// of one (see ReplyTooLargeError).
+func IsReplyTooLarge(err error) bool {
+	var tl *ReplyTooLargeError
+	return errors.As(err, &tl) || isOverReceiveLimit(err)
+}
+
+// isOverReceiveLimit: gRPC refused a received message over the call's
+// receive limit. gRPC reports that as ResourceExhausted, as etcd does for
+// NOSPACE and too many requests; those two are in etcd's error table and
+// this one is not, which is what tells them apart.
+func isOverReceiveLimit(err error) bool {
+	if _, ok := asEtcdError(err); ok {
+		return false
+	}
+	var se grpcStatusError
+	return errors.As(err, &se) && se.GRPCStatus().Code() == codes.ResourceExhausted
+}
+
+// classifyReply makes a reply over the receive limit a *ReplyTooLargeError
+// naming op, and returns any other error as it is.
+func classifyReply(op string, err error) error {
+	if err == nil || !isOverReceiveLimit(err) {
+		return err
+	}
+	return &ReplyTooLargeError{What: op, Limit: MaxReplyBytes, Err: err}
+}
+
 // IsMemberNotFound: the member ID is not (or no longer) in the cluster.
 func IsMemberNotFound(err error) bool {
 	return isEtcdErr(err, rpctypes.ErrMemberNotFound)

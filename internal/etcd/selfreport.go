@@ -1,9 +1,11 @@
 package etcd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -62,6 +64,12 @@ type MetricsReader interface {
 	SelfReport(ctx context.Context, metricsURL string) (SelfReport, error)
 }
 
+// MaxMetricsBytes bounds the metrics page the operator reads of a member:
+// etcd 3.7.3 serves about 175 kB, and 4 MiB leaves room for many more
+// series while keeping a member's page from taking the operator's memory.
+// See docs/design/0016-bounded-replies.md.
+const MaxMetricsBytes = 4 << 20
+
 // ErrMetricMissing: the metrics endpoint answered without a gauge the
 // report needs, as an etcd that is not one would.
 var ErrMetricMissing = errors.New("metric missing")
@@ -107,8 +115,12 @@ func (m *metricsReader) SelfReport(ctx context.Context, metricsURL string) (Self
 	if resp.StatusCode != http.StatusOK {
 		return fail(fmt.Errorf("unexpected HTTP status %s", resp.Status))
 	}
+	page, err := readBounded(resp.Body, MaxMetricsBytes)
+	if err != nil {
+		return fail(err)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(page))
 	if err != nil {
 		return fail(fmt.Errorf("failed to parse metrics: %w", err))
 	}
@@ -117,6 +129,20 @@ func (m *metricsReader) SelfReport(ctx context.Context, metricsURL string) (Self
 		return fail(err)
 	}
 	return r, nil
+}
+
+// readBounded reads all of r if it holds at most limit bytes. A longer page
+// is refused whole: parsing its first limit bytes would read a report from
+// a page cut off at some line, or fail on the cut as if it were malformed.
+func readBounded(r io.Reader, limit int) ([]byte, error) {
+	page, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("failed to read metrics: %w", err)
+	}
+	if len(page) > limit {
+		return nil, &ReplyTooLargeError{What: OpMetrics, Limit: limit}
+	}
+	return page, nil
 }
 
 // ParseSelfReport reads a report from parsed metric families. The gauges

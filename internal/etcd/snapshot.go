@@ -64,7 +64,7 @@ func (r *snapshotReader) Read(p []byte) (int, error) {
 			r.err = io.EOF
 			continue
 		case err != nil:
-			r.err = &CallError{Op: OpSnapshot, Endpoint: r.endpoint, Err: clientv3.ContextError(r.ctx, err)}
+			r.err = &CallError{Op: OpSnapshot, Endpoint: r.endpoint, Err: classifyReply(OpSnapshot, clientv3.ContextError(r.ctx, err))}
 			continue
 		}
 		if v := resp.GetVersion(); v != "" {

@@ -123,7 +123,10 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		if _, _, err := r.remediate(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
-		s.setProgress(v1alpha1.EtcdUnreachableReason, "%v", s.etcd.err)
+		// A reply over the bound stalls the cluster (see stalls), which
+		// announceStalled reports in an Event once.
+		reason, msg := unanswered(s.etcd.err)
+		s.setProgress(reason, "%s", msg)
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}
 	if err := r.handJoinersTheirList(ctx, s); err != nil {

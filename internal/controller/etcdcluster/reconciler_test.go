@@ -308,6 +308,21 @@ func TestEtcdUnreachableChangesNothing(t *testing.T) {
 	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.EtcdUnreachableReason))
 }
 
+// A reply over the operator's bound is named as such, not as silence: it
+// stalls the cluster until a person changes the image, and says so in an
+// Event.
+func TestReplyTooLargeIsNamedApartFromUnreachable(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b")
+	h.etcd.FailNext(etcd.OpMemberList, &etcd.ReplyTooLargeError{What: etcd.OpMemberList, Limit: etcd.MaxReplyBytes})
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(2), "nothing changes without a usable answer")
+	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.EtcdReplyTooLargeReason))
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.EtcdReplyTooLargeReason))
+	h.g.Expect(h.condition(v1alpha1.StalledCondition).Status).To(Equal(metav1.ConditionTrue))
+	h.g.Expect(h.eventsWith(v1alpha1.EtcdReplyTooLargeReason)).NotTo(BeEmpty())
+}
+
 func TestInitialClusterFrom(t *testing.T) {
 	g := NewWithT(t)
 	list := etcd.MemberList{Members: []etcd.Member{

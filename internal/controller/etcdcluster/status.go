@@ -13,6 +13,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/netpol"
 	"github.com/quorumctl/etcd-operator/internal/component/owner"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/maintenance"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
@@ -140,8 +141,8 @@ func setAvailable(s *scope) {
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrappingReason,
 			"the seed member has not formed the cluster yet")
 	case !s.etcd.usable():
-		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.EtcdUnreachableReason,
-			fmt.Sprintf("no member answered: %v", s.etcd.err))
+		reason, msg := unanswered(s.etcd.err)
+		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, reason, msg)
 	default:
 		voters, healthy := len(s.etcd.voters()), s.etcd.healthyVoters()
 		switch {
@@ -156,6 +157,18 @@ func setAvailable(s *scope) {
 				fmt.Sprintf("%d of %d voters healthy", healthy, voters))
 		}
 	}
+}
+
+// unanswered is the reason and message for a pass that got no usable answer
+// from etcd. A reply over the operator's bound is told apart from silence:
+// the member runs something that is not etcd as the operator knows it (an
+// image a user chose, say), asking again gets the same reply, and a person
+// has to change the image.
+func unanswered(err error) (reason, message string) {
+	if etcd.IsReplyTooLarge(err) {
+		return v1alpha1.EtcdReplyTooLargeReason, fmt.Sprintf("a member answered with more than the operator reads of one reply; check that the member image runs etcd: %v", err)
+	}
+	return v1alpha1.EtcdUnreachableReason, fmt.Sprintf("no member answered: %v", err)
 }
 
 func readyVoterPods(s *scope) int {
@@ -313,6 +326,7 @@ var stalls = map[string]bool{
 	v1alpha1.ObjectNotOwnedReason: true, v1alpha1.VersionChangeRefusedReason: true, v1alpha1.RolloutFailedReason: true,
 	v1alpha1.NoSpaceOverQuotaReason: true, v1alpha1.NoSpaceRecoveryDisabledReason: true, v1alpha1.CorruptAlarmReason: true,
 	v1alpha1.TLSSourceInvalidReason: true, v1alpha1.NetworkPolicyNotPermittedReason: true,
+	v1alpha1.EtcdReplyTooLargeReason: true,
 }
 
 // stalledMessage says what the target is and what it is stuck on.
@@ -430,7 +444,7 @@ func setMaintenance(s *scope) {
 	switch {
 	case active:
 		status = metav1.ConditionTrue
-	case reason == v1alpha1.EtcdUnreachableReason:
+	case reason == v1alpha1.EtcdUnreachableReason, reason == v1alpha1.EtcdReplyTooLargeReason:
 		status = metav1.ConditionUnknown
 	}
 	setCondition(s, v1alpha1.MaintenanceCondition, status, reason, msg)
@@ -449,7 +463,8 @@ func maintenanceCondition(s *scope) (string, string, bool) {
 	case m.disarmed:
 		return v1alpha1.MaintenanceIdleReason, "NOSPACE is disarmed: the cluster takes writes again", false
 	case !m.decided && s.cluster.ClusterFormed() && !s.etcd.usable():
-		return v1alpha1.EtcdUnreachableReason, fmt.Sprintf("no member answered: %v", s.etcd.err), false
+		reason, msg := unanswered(s.etcd.err)
+		return reason, msg, false
 	case !m.decided:
 		return v1alpha1.MaintenanceIdleReason, "nothing to maintain: the cluster has not formed, or is paused", false
 	}
