@@ -101,6 +101,27 @@ func (r *BackupRecorder) SnapshotFailed(namespace, cluster, reason string) {
 	r.snapshots.WithLabelValues(namespace, cluster, reason).Inc()
 }
 
+// ForgetCluster deletes a gone cluster's snapshot series and what is
+// remembered of its newest snapshot; a cluster re-created under the name
+// starts afresh.
+func (r *BackupRecorder) ForgetCluster(namespace, cluster string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.newest, clusterKey{namespace, cluster})
+	labels := prometheus.Labels{LabelNamespace: namespace, LabelCluster: cluster}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{r.lastSuccess, r.lastSize, r.lastDuration, r.snapshots} {
+		v.DeletePartialMatch(labels)
+	}
+}
+
+// remembered is the number of clusters whose newest snapshot is
+// remembered, for tests.
+func (r *BackupRecorder) remembered() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.newest)
+}
+
 // ObserveSchedule sets a schedule's series; an interval of 0 (suspended or
 // invalid) removes them, so that no alert fires for it.
 func (r *BackupRecorder) ObserveSchedule(namespace, schedule, cluster string, interval time.Duration, lastSuccess time.Time) {

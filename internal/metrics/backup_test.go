@@ -62,3 +62,31 @@ func TestScheduleMetrics(t *testing.T) {
 		t.Fatalf("%d series left (%v) after suspending", n, err)
 	}
 }
+
+// A cluster that is gone leaves no snapshot series and no memory of its
+// newest snapshot: one re-created under the name reports its own, older or
+// not, and another cluster's series stay.
+func TestSnapshotMetricsAreDroppedWithTheCluster(t *testing.T) {
+	r, reg := newBackup(t)
+	at := time.Unix(1_800_000_000, 0)
+	r.SnapshotSucceeded("demo", "main", at, 4096, time.Second)
+	r.SnapshotFailed("demo", "main", "CredentialsInvalid")
+	r.SnapshotSucceeded("demo", "other", at, 1, time.Second)
+
+	r.ForgetCluster("demo", "main")
+	if n := r.remembered(); n != 1 {
+		t.Fatalf("%d clusters remembered, want only the other one", n)
+	}
+	for _, c := range []prometheus.Collector{r.lastSuccess, r.lastSize, r.lastDuration, r.snapshots} {
+		if n := testutil.CollectAndCount(c); n != 1 {
+			t.Fatalf("%d series left, want only the other cluster's", n)
+		}
+	}
+	r.SnapshotSucceeded("demo", "main", at.Add(-time.Hour), 1, time.Second)
+	if got := testutil.ToFloat64(r.lastSuccess.WithLabelValues("demo", "main")); got != float64(at.Add(-time.Hour).Unix()) {
+		t.Fatalf("last success %v: the gone cluster's newest snapshot still held the gauge back", got)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -346,5 +346,10 @@ func ObserveReconcile(namespace, cluster, uid string, took time.Duration, err er
 	defaultRecorder.ObserveReconcile(namespace, cluster, uid, took, err)
 }
 
-// ForgetCluster deletes a gone cluster's series from the operator's Recorder.
-func ForgetCluster(namespace, cluster string) { defaultRecorder.ForgetCluster(namespace, cluster) }
+// ForgetCluster deletes a gone cluster's series from the operator's
+// recorders, its snapshot series included: a cluster that is gone has no
+// backups to alert on.
+func ForgetCluster(namespace, cluster string) {
+	defaultRecorder.ForgetCluster(namespace, cluster)
+	defaultBackupRecorder.ForgetCluster(namespace, cluster)
+}

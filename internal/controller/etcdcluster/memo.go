@@ -30,6 +30,9 @@ type memo struct {
 	// maint is the cluster's maintenance: the call running in the
 	// background, if any, and what earlier ones left to know.
 	maint maintMemo
+	// refusal is the last restore refusal, reported while the restore's
+	// source is checked again; see reportChecking.
+	refusal *progress
 }
 
 // memos holds one memo per cluster, dropped when the cluster goes.
@@ -48,6 +51,7 @@ func (ms *memos) get(c *v1alpha1.EtcdCluster) *memo {
 		mm.uid, mm.lastViewCheck, mm.sightings = c.UID, time.Time{}, map[string]*remediation.Sighting{}
 		mm.restarts = map[string]string{}
 		mm.maint = maintMemo{}
+		mm.refusal = nil
 	}
 	return mm
 }
@@ -67,6 +71,20 @@ func (ms *memos) len() int {
 	n := 0
 	ms.m.Range(func(any, any) bool { n++; return true })
 	return n
+}
+
+// lastRefusal is the restore refusal remembered, if any.
+func (mm *memo) lastRefusal() *progress {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	return mm.refusal
+}
+
+// rememberRefusal keeps p, or with nil forgets the refusal.
+func (mm *memo) rememberRefusal(p *progress) {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	mm.refusal = p
 }
 
 // viewCheckDue rate-limits the per-member member-list reads and records
@@ -99,13 +117,25 @@ func (mm *memo) confirm(m *v1alpha1.EtcdMember, d remediation.Diverging, seen re
 // memberKey tells a re-created member of the same name from the old one.
 func memberKey(m *v1alpha1.EtcdMember) string { return m.Name + "/" + string(m.UID) }
 
-// keepOnly forgets the sightings of members not in live (by memberKey).
+// keepOnly forgets the sightings, and the maintenance records, of members
+// not in live (by memberKey): a cluster whose members are replaced over
+// months must not keep a record of each one gone.
 func (mm *memo) keepOnly(live map[string]bool) {
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
-	for uid := range mm.sightings {
-		if !live[uid] {
-			delete(mm.sightings, uid)
+	for key := range mm.sightings {
+		if !live[key] {
+			delete(mm.sightings, key)
+		}
+	}
+	for key := range mm.maint.retryAt {
+		if key != compactKey && !live[key] {
+			delete(mm.maint.retryAt, key)
+		}
+	}
+	for key := range mm.maint.defragmentedAt {
+		if !live[key] {
+			delete(mm.maint.defragmentedAt, key)
 		}
 	}
 }

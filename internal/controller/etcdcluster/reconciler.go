@@ -60,10 +60,9 @@ type Reconciler struct {
 	// the cluster's own Pods, and whether the operator may keep them.
 	NetworkPolicy NetworkPolicyOptions
 
-	// memos keeps per-cluster timers between passes; see memo.
+	// memos keeps per-cluster timers and restore refusals between
+	// passes; see memo.
 	memos memos
-	// restores keeps restore refusals between passes; see restore.go.
-	restores restoreMemos
 	// maintDone has the cluster looked at as soon as a background
 	// maintenance call returns; nil in tests, which poll.
 	maintDone chan event.GenericEvent

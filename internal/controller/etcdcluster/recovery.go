@@ -208,7 +208,7 @@ func (r *Reconciler) carryOutSnapshot(ctx context.Context, s *scope, rec *v1alph
 	if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, true, fmt.Errorf("failed to delete Job %s: %w", job.Name, err)
 	}
-	r.restores.forget(s.cluster.UID)
+	r.memos.get(s.cluster).rememberRefusal(nil)
 	c := s.cluster
 	c.Status.ClusterID, c.Status.RestoredFrom = "", nil
 	c.Status.ClusterToken = v1alpha1.RecoveredClusterToken(c, rec)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -166,7 +165,7 @@ func (r *Reconciler) acceptSource(s *scope, spec *v1alpha1.RestoreSpec, src rest
 		r.event(s.cluster, corev1.EventTypeNormal, "RestoreSourceChecked", "Restore",
 			"Restoring from %s: revision %d of cluster %s, etcd %s", s.cluster.Status.RestoredFrom.Location, m.Revision, m.ClusterID, m.EtcdVersion)
 	}
-	r.restores.forget(s.cluster.UID)
+	r.memos.get(s.cluster).rememberRefusal(nil)
 	return restore, true, ctrl.Result{}, nil
 }
 
@@ -209,7 +208,7 @@ func (r *Reconciler) restoreFormed(ctx context.Context, s *scope) {
 }
 
 func (r *Reconciler) reportChecking(s *scope, msg string) {
-	if last := r.restores.last(s.cluster.UID); last != nil {
+	if last := r.memos.get(s.cluster).lastRefusal(); last != nil {
 		// Checking again after a refusal: the refusal stands until then.
 		s.restoreRefusal = last
 		s.setProgress(last.reason, "%s (checking again)", last.message)
@@ -225,7 +224,7 @@ func (r *Reconciler) refuseRestore(s *scope, reason, message string) {
 	p := &progress{reason: reason, message: message}
 	s.restoreRefusal = p
 	s.setProgress(reason, "%s", message)
-	r.restores.remember(s.cluster.UID, p)
+	r.memos.get(s.cluster).rememberRefusal(p)
 }
 
 func finishedAt(j *batchv1.Job) time.Time {
@@ -236,18 +235,3 @@ func finishedAt(j *batchv1.Job) time.Time {
 	}
 	return time.Time{}
 }
-
-// restoreMemos keeps each cluster's last restore refusal between passes, so
-// that it is reported while the check runs again.
-type restoreMemos struct{ m sync.Map }
-
-func (rm *restoreMemos) last(uid types.UID) *progress {
-	if v, ok := rm.m.Load(uid); ok {
-		return v.(*progress)
-	}
-	return nil
-}
-
-func (rm *restoreMemos) remember(uid types.UID, p *progress) { rm.m.Store(uid, p) }
-
-func (rm *restoreMemos) forget(uid types.UID) { rm.m.Delete(uid) }

@@ -33,35 +33,84 @@ const requeueDisruption = 2 * time.Second
 // remembers the restarts it made until each member's new Pod is ready: a Pod
 // deleted a moment ago still answers while it shuts down, and must not be
 // counted on by a removal that follows.
-type disruptions struct{ m sync.Map }
+//
+// A cluster's entry lives only while someone uses it or a restart of one of
+// its members is in flight: one operator sees clusters come and go for as
+// long as it runs, and an entry left behind by each would add up. Dropping
+// an unused entry loses nothing, since a new one is the same: unlocked, with
+// no restart in flight.
+type disruptions struct {
+	mu sync.Mutex
+	m  map[string]*clusterDisruptions
+}
 
 type clusterDisruptions struct {
-	mu sync.Mutex
+	// refs counts the holders of the entry, under disruptions.mu.
+	refs int
+	mu   sync.Mutex
 	// restarted maps a member's name to the UID of the Pod it deleted.
 	restarted map[string]types.UID
 }
 
-func (d *disruptions) of(m *v1alpha1.EtcdMember) *clusterDisruptions {
-	v, _ := d.m.LoadOrStore(m.Namespace+"/"+m.Spec.ClusterName, &clusterDisruptions{restarted: map[string]types.UID{}})
-	return v.(*clusterDisruptions)
+func clusterKey(m *v1alpha1.EtcdMember) string { return m.Namespace + "/" + m.Spec.ClusterName }
+
+// hold returns the entry of m's cluster, to be handed back with release.
+func (d *disruptions) hold(m *v1alpha1.EtcdMember) *clusterDisruptions {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]*clusterDisruptions{}
+	}
+	c, ok := d.m[clusterKey(m)]
+	if !ok {
+		c = &clusterDisruptions{restarted: map[string]types.UID{}}
+		d.m[clusterKey(m)] = c
+	}
+	c.refs++
+	return c
+}
+
+// release hands an entry back and drops it once no one holds it and no
+// restart is in flight. With no holder left, no one else can reach
+// c.restarted: the map lookup that would is under d.mu.
+func (d *disruptions) release(m *v1alpha1.EtcdMember, c *clusterDisruptions) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c.refs--
+	if c.refs == 0 && len(c.restarted) == 0 {
+		delete(d.m, clusterKey(m))
+	}
+}
+
+// clusters is the number of clusters with an entry, for tests.
+func (d *disruptions) clusters() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.m)
 }
 
 // lock holds the cluster's disruptive actions until the returned func runs.
 func (d *disruptions) lock(m *v1alpha1.EtcdMember) func() {
-	c := d.of(m)
+	c := d.hold(m)
 	c.mu.Lock()
-	return c.mu.Unlock
+	return func() {
+		c.mu.Unlock()
+		d.release(m, c)
+	}
 }
 
 // restarted records, under the lock, that the member's Pod was deleted.
 func (d *disruptions) restarted(m *v1alpha1.EtcdMember, old types.UID) {
-	d.of(m).restarted[m.Name] = old
+	c := d.hold(m)
+	defer d.release(m, c)
+	c.restarted[m.Name] = old
 }
 
 // settle forgets a member's restart once a Pod other than the one deleted
 // is ready.
 func (d *disruptions) settle(m *v1alpha1.EtcdMember, current *corev1.Pod, ready bool) {
-	c := d.of(m)
+	c := d.hold(m)
+	defer d.release(m, c)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.restarted[m.Name]; ok && current != nil && current.UID != old && ready {
@@ -71,7 +120,8 @@ func (d *disruptions) settle(m *v1alpha1.EtcdMember, current *corev1.Pod, ready 
 
 // forget drops what is remembered of a member that is gone.
 func (d *disruptions) forget(m *v1alpha1.EtcdMember) {
-	c := d.of(m)
+	c := d.hold(m)
+	defer d.release(m, c)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.restarted, m.Name)
@@ -79,8 +129,10 @@ func (d *disruptions) forget(m *v1alpha1.EtcdMember) {
 
 // restarting names, under the lock, the members whose restart is in flight.
 func (d *disruptions) restarting(m *v1alpha1.EtcdMember) map[string]bool {
+	c := d.hold(m)
+	defer d.release(m, c)
 	out := map[string]bool{}
-	for name := range d.of(m).restarted {
+	for name := range c.restarted {
 		out[name] = true
 	}
 	return out

@@ -185,3 +185,33 @@ func TestFinalizer_AMemberOfAnotherClusterIsNotCountedHealthy(t *testing.T) {
 	f.deleteAndReconcile("demo-a")
 	f.g.Expect(f.gone("demo-a")).To(BeFalse(), "one healthy voter of two would be left")
 }
+
+// The member controller keeps a cluster's entry only while a restart is in
+// flight: a pass with nothing restarting leaves none, and the members'
+// finalizers, released as the cluster is deleted, drop the last of it.
+func TestRestart_ClusterStateIsDroppedWhenTheClusterIsDeleted(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
+		m := f.member(n)
+		m.Spec.Version = v1alpha1.DefaultEtcdVersion
+		f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
+		f.reconcile(n)
+	}
+	f.g.Expect(f.r.disruptions.clusters()).To(BeZero(), "nothing restarting: nothing kept")
+
+	f.outdate("demo-b")
+	f.reconcile("demo-b")
+	_, ok := f.pod("demo-b")
+	f.g.Expect(ok).To(BeFalse(), "demo-b's restart went ahead")
+	f.g.Expect(f.r.disruptions.clusters()).To(Equal(1), "the restart in flight is remembered")
+
+	cluster := &v1alpha1.EtcdCluster{}
+	f.g.Expect(f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "demo"}, cluster)).To(Succeed())
+	f.g.Expect(f.c.Delete(ctx, cluster)).To(Succeed())
+	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
+		f.deleteAndReconcile(n)
+		f.g.Expect(f.gone(n)).To(BeTrue())
+	}
+	f.g.Expect(f.r.disruptions.clusters()).To(BeZero())
+}
