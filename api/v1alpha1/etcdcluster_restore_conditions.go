@@ -26,6 +26,11 @@ const (
 	// RestoreCredentialsInvalidReason: the storage refused the credentials,
 	// or their Secret is missing.
 	RestoreCredentialsInvalidReason = "RestoreCredentialsInvalid"
+	// RestoreAmbientCredentialsRefusedReason: the S3 source names no
+	// credentialsSecretName, and the operator may not use ambient cloud
+	// credentials for it (see AmbientCredentialsRefusedReason); nothing
+	// was created to read it.
+	RestoreAmbientCredentialsRefusedReason = "RestoreAmbientCredentialsRefused"
 	// RestoreBucketNotFoundReason: the source bucket does not exist.
 	RestoreBucketNotFoundReason = "RestoreBucketNotFound"
 	// RestoreMetadataInvalidReason: the metadata beside the snapshot cannot

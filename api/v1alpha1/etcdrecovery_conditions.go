@@ -70,6 +70,11 @@ const (
 	// SnapshotRecoveryUnavailableReason: this operator cannot restore
 	// snapshots yet; recover from a survivor.
 	SnapshotRecoveryUnavailableReason = "SnapshotRecoveryUnavailable"
+	// The snapshot's destination may also be refused with
+	// AmbientCredentialsRefusedReason (an EtcdSnapshot reason): it names no
+	// credentials Secret and the operator may not use ambient credentials
+	// for it, so no restore could read it; nothing is changed.
+
 	// AnotherRecoveryReason: another EtcdRecovery of the same cluster is
 	// running or was taken up first.
 	AnotherRecoveryReason = "AnotherRecovery"

@@ -40,6 +40,13 @@ const (
 	// CredentialsInvalidReason: the storage refused the credentials (or the
 	// Secret that should hold them is missing or lacks a key).
 	CredentialsInvalidReason = "CredentialsInvalid"
+	// AmbientCredentialsRefusedReason: the S3 destination names no
+	// credentialsSecretName, and the operator may not use ambient cloud
+	// credentials (the node's instance role, say) for it: its
+	// --allow-ambient-s3-credentials is off, or the bucket is not in its
+	// --ambient-s3-buckets. No Job was created. The same reason refuses an
+	// EtcdRecovery from such a snapshot.
+	AmbientCredentialsRefusedReason = "AmbientCredentialsRefused"
 	// BucketNotFoundReason: the bucket does not exist.
 	BucketNotFoundReason = "BucketNotFound"
 	// ObjectExistsReason: an object already exists at the snapshot's key; a

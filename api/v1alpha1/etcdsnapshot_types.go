@@ -51,8 +51,11 @@ type S3Destination struct {
 	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
 
 	// CredentialsSecretName is a Secret in the same namespace with the keys
-	// accessKeyID and secretAccessKey. Empty uses ambient credentials (the
-	// AWS SDK's default chain: environment, web identity, instance role).
+	// accessKeyID and secretAccessKey. Empty would use ambient credentials
+	// (the AWS SDK's default chain: web identity, the node's instance role),
+	// which the operator refuses (AmbientCredentialsRefused) unless started
+	// with --allow-ambient-s3-credentials, and then only for the buckets of
+	// its --ambient-s3-buckets, if any.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	CredentialsSecretName string `json:"credentialsSecretName,omitempty"`

@@ -24,6 +24,7 @@ import (
 	// these roots when the system has none.
 	_ "golang.org/x/crypto/x509roots/fallback"
 
+	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/component/netpol"
 	"github.com/quorumctl/etcd-operator/internal/controller"
@@ -32,13 +33,14 @@ import (
 )
 
 // registerControllers adds the operator's controllers to the manager.
-func registerControllers(mgr manager.Manager, o setup.ControllerOptions, np etcdcluster.NetworkPolicyOptions) error {
+func registerControllers(mgr manager.Manager, o setup.ControllerOptions, np etcdcluster.NetworkPolicyOptions, creds backup.CredentialsPolicy) error {
 	return controller.Setup(mgr, controller.Options{
 		EtcdImageRepository:     o.EtcdImageRepository,
 		ClusterDomain:           o.ClusterDomain,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 		OperatorImage:           o.OperatorImage,
 		NetworkPolicy:           np,
+		Credentials:             creds,
 	})
 }
 
@@ -54,6 +56,8 @@ type config struct {
 	operatorNamespace   string
 	operatorPodLabels   string
 	metricsNamespaces   string
+	allowAmbientS3      bool
+	ambientS3Buckets    string
 	zap                 zap.Options
 }
 
@@ -86,6 +90,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.metricsNamespaces, "metrics-namespace-selector", setup.EnvOr(setup.EnvMetricsNamespaceSelector, ""),
 		"Label selector of the namespaces every cluster's NetworkPolicy admits on the metrics port (2381), such as "+
 			"kubernetes.io/metadata.name=monitoring; empty admits none (env "+setup.EnvMetricsNamespaceSelector+").")
+	fs.BoolVar(&c.allowAmbientS3, backup.AllowAmbientFlag, false,
+		"Let snapshot, prune and restore Pods whose S3 destination names no credentials Secret use ambient credentials "+
+			"(the SDK's default chain: the node's instance role, a web identity). They are the platform's, not the tenant's "+
+			"who names the bucket, so off refuses such destinations with AmbientCredentialsRefused.")
+	fs.StringVar(&c.ambientS3Buckets, backup.AmbientBucketsFlag, "",
+		"Comma separated buckets that ambient credentials may be used for, with --"+backup.AllowAmbientFlag+"; empty allows any.")
 	c.zap.BindFlags(fs)
 	return c, fs.Parse(args)
 }
@@ -126,6 +136,19 @@ func networkPolicyOptions(mgr manager.Manager, namespaces []string, sources netp
 			"NetworkPolicyNotPermitted until it is granted and the operator restarted", "denied", denied)
 	}
 	return etcdcluster.NetworkPolicyOptions{Permitted: allowed, Sources: sources}, nil
+}
+
+// credentialsPolicy reads the ambient credentials flags. An allowlist
+// without the switch is refused rather than ignored: whoever wrote it meant
+// something, and the operator would otherwise refuse what they expect it to
+// allow, or the reverse after a later edit.
+func credentialsPolicy(c config) (backup.CredentialsPolicy, error) {
+	p := backup.CredentialsPolicy{AllowAmbient: c.allowAmbientS3, Buckets: backup.ParseBuckets(c.ambientS3Buckets)}
+	if len(p.Buckets) > 0 && !p.AllowAmbient {
+		return backup.CredentialsPolicy{}, fmt.Errorf("--%s is set but --%s is not; set both, or neither",
+			backup.AmbientBucketsFlag, backup.AllowAmbientFlag)
+	}
+	return p, nil
 }
 
 // permissionCheckTimeout bounds the questions asked at start.
@@ -175,7 +198,11 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	if err := registerControllers(mgr, opts, np); err != nil {
+	creds, err := credentialsPolicy(c)
+	if err != nil {
+		return err
+	}
+	if err := registerControllers(mgr, opts, np, creds); err != nil {
 		return fmt.Errorf("failed to register the controllers: %w", err)
 	}
 
@@ -185,7 +212,9 @@ func run(c config) error {
 		"watchNamespaces", namespaces,
 		"leaderElection", c.leaderElect,
 		"operatorNamespace", sources.OperatorNamespace,
-		"networkPolicies", np.Permitted)
+		"networkPolicies", np.Permitted,
+		"ambientS3Credentials", creds.AllowAmbient,
+		"ambientS3Buckets", creds.Buckets)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("manager stopped with an error: %w", err)
 	}

@@ -71,3 +71,21 @@ func TestParseFlagsNetworkPolicy(t *testing.T) {
 		t.Errorf("flags do not override the environment: %+v", c)
 	}
 }
+
+func TestCredentialsPolicyFlags(t *testing.T) {
+	p, err := credentialsPolicy(parse(t))
+	if err != nil || p.AllowAmbient || len(p.Buckets) != 0 {
+		t.Errorf("by default no ambient credentials: %+v, %v", p, err)
+	}
+	p, err = credentialsPolicy(parse(t, "--allow-ambient-s3-credentials"))
+	if err != nil || !p.AllowAmbient || len(p.Buckets) != 0 {
+		t.Errorf("the switch alone allows every bucket: %+v, %v", p, err)
+	}
+	p, err = credentialsPolicy(parse(t, "--allow-ambient-s3-credentials", "--ambient-s3-buckets=a, b"))
+	if err != nil || !p.AllowAmbient || len(p.Buckets) != 2 || p.Buckets[1] != "b" {
+		t.Errorf("with an allowlist: %+v, %v", p, err)
+	}
+	if _, err := credentialsPolicy(parse(t, "--ambient-s3-buckets=a")); err == nil {
+		t.Error("an allowlist without the switch is accepted")
+	}
+}

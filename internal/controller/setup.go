@@ -6,6 +6,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdcluster"
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdmember"
 	"github.com/quorumctl/etcd-operator/internal/controller/etcdrecovery"
@@ -35,6 +36,9 @@ type Options struct {
 	// NetworkPolicy is what every cluster's NetworkPolicy admits besides
 	// the cluster's own Pods, and whether the operator may keep them.
 	NetworkPolicy etcdcluster.NetworkPolicyOptions
+	// Credentials is which snapshot storage the operator's Pods may reach
+	// with ambient cloud credentials; the zero value allows none.
+	Credentials backup.CredentialsPolicy
 }
 
 // Setup registers the EtcdCluster, EtcdMember, EtcdSnapshot,
@@ -60,6 +64,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Workers:       opts.MaxConcurrentReconciles,
 		OperatorImage: opts.OperatorImage,
 		NetworkPolicy: opts.NetworkPolicy,
+		Credentials:   opts.Credentials,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdCluster controller: %w", err)
 	}
@@ -71,6 +76,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		ImageRepository: opts.EtcdImageRepository,
 		Workers:         opts.MaxConcurrentReconciles,
 		OperatorImage:   opts.OperatorImage,
+		Credentials:     opts.Credentials,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdMember controller: %w", err)
 	}
@@ -80,6 +86,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Recorder:      mgr.GetEventRecorder("etcdsnapshot-controller"),
 		OperatorImage: opts.OperatorImage,
 		ClusterDomain: opts.ClusterDomain,
+		Credentials:   opts.Credentials,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdSnapshot controller: %w", err)
 	}
@@ -88,6 +95,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		APIReader:     mgr.GetAPIReader(),
 		Recorder:      mgr.GetEventRecorder("etcdsnapshotschedule-controller"),
 		OperatorImage: opts.OperatorImage,
+		Credentials:   opts.Credentials,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdSnapshotSchedule controller: %w", err)
 	}
@@ -98,6 +106,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Metrics:       metrics,
 		ClusterDomain: opts.ClusterDomain,
 		OperatorImage: opts.OperatorImage,
+		Credentials:   opts.Credentials,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdRecovery controller: %w", err)
 	}

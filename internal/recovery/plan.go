@@ -46,6 +46,9 @@ type Snapshot struct {
 	Succeeded   bool
 	CompletedAt time.Time
 	Revision    int64
+	// StorageRefused says why the operator may not read the snapshot's
+	// storage (backup.CredentialsDecision.Refusal); empty when it may.
+	StorageRefused string
 }
 
 // Request is one EtcdRecovery's spec.
@@ -217,6 +220,11 @@ func planSnapshot(c Cluster, loss Loss, req Request, snapshots []Snapshot, now t
 		if chosen == nil {
 			return nil, refuse(v1alpha1.SnapshotNotFoundReason, "EtcdCluster %s has no successful EtcdSnapshot to recover from", c.Name)
 		}
+	}
+	if chosen.StorageRefused != "" {
+		// Checked before anything changes: the restore would be refused
+		// only after the members were gone.
+		return nil, refuse(v1alpha1.AmbientCredentialsRefusedReason, "EtcdSnapshot %s cannot be restored: %s", chosen.Name, chosen.StorageRefused)
 	}
 	if src.MaxAge != nil {
 		if age := now.Sub(chosen.CompletedAt); age > src.MaxAge.Duration {

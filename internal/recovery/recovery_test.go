@@ -122,6 +122,7 @@ func TestDecide_Refusals(t *testing.T) {
 		{Name: "old", ClusterName: "demo", Succeeded: true, CompletedAt: now.Add(-3 * time.Hour), Revision: 20},
 		{Name: "failed", ClusterName: "demo", CompletedAt: now.Add(-time.Minute)},
 		{Name: "theirs", ClusterName: "other", Succeeded: true, CompletedAt: now.Add(-time.Minute)},
+		{Name: "unreadable", ClusterName: "demo", Succeeded: true, CompletedAt: now.Add(-time.Minute), Revision: 30, StorageRefused: "no Secret, no ambient"},
 	}
 	memory := lostTwo()
 	memory.Memory = true
@@ -161,13 +162,17 @@ func TestDecide_Refusals(t *testing.T) {
 		{"no successful snapshot", lostTwo(), fromSnapshot("", 0, false), v1alpha1.SnapshotNotFoundReason, ""},
 		{"a snapshot too old", lostTwo(), fromSnapshot("old", time.Hour, false), v1alpha1.SnapshotTooOldReason,
 			"EtcdSnapshot old completed 3h0m0s ago, longer than maxAge 1h0m0s"},
+		{"a snapshot the operator may not read, even forced", lostTwo(), fromSnapshot("unreadable", 0, true), v1alpha1.AmbientCredentialsRefusedReason,
+			"EtcdSnapshot unreadable cannot be restored: no Secret, no ambient"},
+		{"the latest snapshot, which the operator may not read", lostTwo(), fromSnapshot("", 0, false), v1alpha1.AmbientCredentialsRefusedReason,
+			"EtcdSnapshot unreadable cannot be restored"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			in := snaps
 			if tc.name == "no successful snapshot" {
-				in = snaps[1:]
+				in = snaps[1:3]
 			}
 			plan, refused := Decide(tc.cluster, tc.req, in, now)
 			g.Expect(plan).To(BeNil())

@@ -97,6 +97,11 @@ type StorageArgs struct {
 	PVCMount string
 	// CAFile is the mounted CA bundle of an S3 endpoint.
 	CAFile string
+	// AmbientCredentials lets the S3 client use the SDK's default chain
+	// when the environment carries no static credentials. The operator sets
+	// it only where its CredentialsPolicy allows (backup.CredentialsPolicy);
+	// without it the agent reaches S3 with static credentials or not at all.
+	AmbientCredentials bool
 }
 
 // Defaults of where the Pods mount things.
@@ -114,6 +119,10 @@ func (a StorageArgs) flags() []string {
 	if a.CAFile != "" {
 		out = append(out, "--ca-file="+a.CAFile)
 	}
+	if a.AmbientCredentials && a.Destination.S3 != nil && a.Destination.S3.CredentialsSecretName == "" {
+		// Never with a named Secret: see openStore.
+		out = append(out, "--ambient-credentials")
+	}
 	return out
 }
 
@@ -124,6 +133,8 @@ func storageFlags(fs *flag.FlagSet, a *StorageArgs) func() error {
 	fs.StringVar(&a.Key, "key", "", "the snapshot's key under the destination")
 	fs.StringVar(&a.PVCMount, "pvc-mount", DefaultPVCMount, "where a PersistentVolumeClaim destination is mounted")
 	fs.StringVar(&a.CAFile, "ca-file", "", "PEM CA bundle of the S3 endpoint")
+	fs.BoolVar(&a.AmbientCredentials, "ambient-credentials", false,
+		"without static credentials in the environment, let the SDK's default chain find ambient ones")
 	return func() error {
 		if err := json.Unmarshal([]byte(dest), &a.Destination); err != nil {
 			return fmt.Errorf("%w: --destination: %v", backup.ErrInvalidArguments, err)
@@ -136,19 +147,31 @@ func storageFlags(fs *flag.FlagSet, a *StorageArgs) func() error {
 }
 
 // openStore opens the destination. The S3 credentials come from the
-// environment; without them the SDK's default chain finds ambient ones.
+// environment; only with --ambient-credentials may the SDK's default chain
+// find ambient ones instead.
 func openStore(ctx context.Context, a StorageArgs, env Env) (store.Store, error) {
 	switch d := a.Destination; {
 	case d.S3 != nil:
+		id, secret := strings.TrimSpace(env.Getenv(EnvAccessKeyID)), strings.TrimSpace(env.Getenv(EnvSecretAccessKey))
+		if name := d.S3.CredentialsSecretName; name != "" && (id == "" || secret == "") {
+			// The kubelet leaves the variables empty when the Secret or a
+			// key is missing (they are optional, so that this is reported
+			// here rather than as a Pod that never starts).
+			return nil, fmt.Errorf("%w: Secret %s is missing or lacks the key %s or %s", backup.ErrCredentials,
+				name, v1alpha1.S3AccessKeyIDKey, v1alpha1.S3SecretAccessKeyKey)
+		}
 		return store.NewS3(ctx, store.S3Config{
 			Endpoint:        d.S3.Endpoint,
 			Bucket:          d.S3.Bucket,
 			Prefix:          d.S3.Prefix,
 			Region:          d.S3.Region,
 			ForcePathStyle:  d.S3.ForcePathStyle,
-			AccessKeyID:     strings.TrimSpace(env.Getenv(EnvAccessKeyID)),
-			SecretAccessKey: strings.TrimSpace(env.Getenv(EnvSecretAccessKey)),
+			AccessKeyID:     id,
+			SecretAccessKey: secret,
 			CAFile:          a.CAFile,
+			// A destination that names a Secret never falls back on the
+			// chain, even with the flag set (see above).
+			AmbientCredentials: a.AmbientCredentials && d.S3.CredentialsSecretName == "",
 		})
 	case d.PersistentVolumeClaim != nil:
 		return store.NewFS(filepath.Join(a.PVCMount, filepath.FromSlash(d.PersistentVolumeClaim.Path)))

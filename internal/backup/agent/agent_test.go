@@ -318,3 +318,24 @@ func TestArgsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A named Secret that the kubelet could not resolve (the variables are
+// empty) is reported with its name, and never falls back on the default
+// chain, even with --ambient-credentials.
+func TestMissingSecretIsCredentialsInvalid(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "ambient")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "ambient")
+	dest := v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Bucket: "b", CredentialsSecretName: "tenant-creds"}}
+	env := Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	_, err := openStore(context.Background(), StorageArgs{Destination: dest, Key: "k", AmbientCredentials: true}, env)
+	if !errors.Is(err, backup.ErrCredentials) || !strings.Contains(err.Error(), "tenant-creds") {
+		t.Fatalf("err = %v, want ErrCredentials naming the Secret", err)
+	}
+	dest.S3.CredentialsSecretName = ""
+	if _, err := openStore(context.Background(), StorageArgs{Destination: dest, Key: "k"}, env); !errors.Is(err, backup.ErrCredentials) {
+		t.Fatalf("no Secret and no --ambient-credentials: err = %v, want ErrCredentials", err)
+	}
+	if _, err := openStore(context.Background(), StorageArgs{Destination: dest, Key: "k", AmbientCredentials: true}, env); err != nil {
+		t.Fatalf("no Secret, --ambient-credentials: %v", err)
+	}
+}

@@ -45,10 +45,15 @@ type S3Config struct {
 	// Region defaults to us-east-1.
 	Region         string
 	ForcePathStyle bool
-	// AccessKeyID and SecretAccessKey are static credentials; with both
-	// empty the SDK's default chain finds ambient ones.
+	// AccessKeyID and SecretAccessKey are static credentials.
 	AccessKeyID     string
 	SecretAccessKey string
+	// AmbientCredentials lets the SDK's default chain (environment, shared
+	// files, web identity, the instance role) find credentials when there
+	// are no static ones. Off, a client without static credentials is
+	// refused: the chain's credentials belong to whoever runs the process,
+	// not to whoever named the bucket.
+	AmbientCredentials bool
 	// CAFile holds PEM certificates to trust for the endpoint, besides the
 	// system's.
 	CAFile string
@@ -77,8 +82,13 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
 		return nil, fmt.Errorf("%w: the credentials need both an access key ID and a secret access key", backup.ErrCredentials)
 	}
+	if c.AccessKeyID == "" && !c.AmbientCredentials {
+		return nil, fmt.Errorf("%w: no static credentials, and ambient credentials are not allowed for bucket %s", backup.ErrCredentials, c.Bucket)
+	}
 	opts := []func(*config.LoadOptions) error{config.WithRegion(c.Region)}
 	if c.AccessKeyID != "" {
+		// Static credentials replace the default chain: the client never
+		// asks the environment or the instance metadata service.
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, "")))
 	}
 	if c.CAFile != "" {

@@ -68,25 +68,41 @@ func name(base, suffix string) string {
 	return base[:63-len(suffix)-len(h)-2] + "-" + h + "-" + suffix
 }
 
-// StorageEnv passes the credentials of an S3 destination. The Secret is
-// optional to the kubelet: a missing Secret leaves the variables empty, the
-// agent then finds no credentials and reports CredentialsInvalid, instead of
-// the Pod hanging in CreateContainerConfigError.
-func StorageEnv(d v1alpha1.SnapshotDestination) []corev1.EnvVar {
-	if d.S3 == nil || d.S3.CredentialsSecretName == "" {
+// EnvIMDSDisabled turns the AWS SDK's instance metadata client off: where
+// ambient credentials are not allowed, no bug or stray default can reach
+// the node's instance role.
+const EnvIMDSDisabled = "AWS_EC2_METADATA_DISABLED"
+
+// StorageEnv passes the credentials of an S3 destination, and turns the
+// instance metadata service off unless ambient says the Pod may use the
+// SDK's default chain (backup.CredentialsDecision.Ambient).
+//
+// The Secret is optional to the kubelet: a missing Secret leaves the
+// variables empty, and the agent reports CredentialsInvalid naming the
+// Secret, instead of the Pod hanging in CreateContainerConfigError. A named
+// Secret never turns into ambient credentials: the agent refuses empty ones
+// whenever a Secret is named.
+func StorageEnv(d v1alpha1.SnapshotDestination, ambient bool) []corev1.EnvVar {
+	if d.S3 == nil {
 		return nil
 	}
-	ref := func(key string) *corev1.EnvVarSource {
-		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: d.S3.CredentialsSecretName},
-			Key:                  key,
-			Optional:             ptr.To(true),
-		}}
+	var env []corev1.EnvVar
+	if name := d.S3.CredentialsSecretName; name != "" {
+		ref := func(key string) *corev1.EnvVarSource {
+			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: name},
+				Key:                  key,
+				Optional:             ptr.To(true),
+			}}
+		}
+		env = append(env,
+			corev1.EnvVar{Name: agent.EnvAccessKeyID, ValueFrom: ref(v1alpha1.S3AccessKeyIDKey)},
+			corev1.EnvVar{Name: agent.EnvSecretAccessKey, ValueFrom: ref(v1alpha1.S3SecretAccessKeyKey)})
 	}
-	return []corev1.EnvVar{
-		{Name: agent.EnvAccessKeyID, ValueFrom: ref(v1alpha1.S3AccessKeyIDKey)},
-		{Name: agent.EnvSecretAccessKey, ValueFrom: ref(v1alpha1.S3SecretAccessKeyKey)},
+	if !ambient || d.S3.CredentialsSecretName != "" {
+		env = append(env, corev1.EnvVar{Name: EnvIMDSDisabled, Value: "true"})
 	}
+	return env
 }
 
 // StorageVolumes mounts what the destination needs, and fills in where the
@@ -193,7 +209,7 @@ func build(p jobParams) *batchv1.Job {
 						ImagePullPolicy:          corev1.PullIfNotPresent,
 						Command:                  []string{ManagerPath},
 						Args:                     p.args,
-						Env:                      StorageEnv(p.dest),
+						Env:                      StorageEnv(p.dest, p.storage.AmbientCredentials),
 						VolumeMounts:             mounts,
 						Resources:                AgentResources(),
 						SecurityContext:          ContainerSecurityContext(),
@@ -236,10 +252,11 @@ func EtcdClientLabels(cluster string) map[string]string {
 // labelled objects) sees it; its Pod does not, so that no Service or
 // PodDisruptionBudget of the cluster ever selects it. shape says how the
 // members are reached (see etcdAccess); endpoints carry its scheme.
-func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, endpoints []string, key, image string) *batchv1.Job {
+// ambient is the operator's CredentialsDecision for the destination.
+func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, endpoints []string, key, image string, ambient bool) *batchv1.Job {
 	a := agent.SaveArgs{
 		Namespace: s.Namespace, Cluster: c.Name, Snapshot: s.Name, Endpoints: endpoints, ClusterID: c.Status.ClusterID,
-		StorageArgs: agent.StorageArgs{Destination: s.Spec.Destination, Key: key},
+		StorageArgs: agent.StorageArgs{Destination: s.Spec.Destination, Key: key, AmbientCredentials: ambient},
 	}
 	vols, mounts := etcdAccess(c, shape, &a.EtcdTLS)
 	p := jobParams{
@@ -279,8 +296,8 @@ func etcdAccess(c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, a *agent.EtcdTL
 }
 
 // Prune is the Job that deletes snapshot s's objects.
-func Prune(s *v1alpha1.EtcdSnapshot, key, image string) *batchv1.Job {
-	a := agent.StorageCommandArgs{StorageArgs: agent.StorageArgs{Destination: s.Spec.Destination, Key: key}}
+func Prune(s *v1alpha1.EtcdSnapshot, key, image string, ambient bool) *batchv1.Job {
+	a := agent.StorageCommandArgs{StorageArgs: agent.StorageArgs{Destination: s.Spec.Destination, Key: key, AmbientCredentials: ambient}}
 	job := build(jobParams{
 		name: PruneJobName(s.Name), namespace: s.Namespace, owner: ownerRef("EtcdSnapshot", s.Name, s),
 		labels: jobLabels(s.Spec.ClusterName, v1alpha1.JobKindPrune, map[string]string{v1alpha1.SnapshotLabel: s.Name}),
@@ -294,8 +311,8 @@ func Prune(s *v1alpha1.EtcdSnapshot, key, image string) *batchv1.Job {
 // RestoreCheck is the Job that checks a restore's source before the seed
 // exists: the object, its metadata, and that the credentials work, with the
 // very Secret and mounts the seed's download will use.
-func RestoreCheck(c *v1alpha1.EtcdCluster, dest v1alpha1.SnapshotDestination, key, image string) *batchv1.Job {
-	a := agent.StorageCommandArgs{StorageArgs: agent.StorageArgs{Destination: dest, Key: key}}
+func RestoreCheck(c *v1alpha1.EtcdCluster, dest v1alpha1.SnapshotDestination, key, image string, ambient bool) *batchv1.Job {
+	a := agent.StorageCommandArgs{StorageArgs: agent.StorageArgs{Destination: dest, Key: key, AmbientCredentials: ambient}}
 	job := build(jobParams{
 		name: RestoreCheckJobName(c.Name), namespace: c.Namespace, owner: ownerRef("EtcdCluster", c.Name, c),
 		labels: jobLabels(c.Name, v1alpha1.JobKindRestoreCheck, nil),

@@ -35,7 +35,7 @@ var s3Dest = v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{
 
 func TestSnapshotJob(t *testing.T) {
 	g := NewWithT(t)
-	job := backupjob.Snapshot(snapshot(s3Dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379", "http://b:2379"}, "prod/main/nightly.db", "op:v1")
+	job := backupjob.Snapshot(snapshot(s3Dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379", "http://b:2379"}, "prod/main/nightly.db", "op:v1", false)
 	g.Expect(job.Name).To(Equal("main-snapshot"), "one per cluster: the name is the lock")
 	g.Expect(job.OwnerReferences).To(HaveLen(1))
 	g.Expect(job.OwnerReferences[0].Kind).To(Equal("EtcdSnapshot"))
@@ -63,10 +63,58 @@ func TestSnapshotJob(t *testing.T) {
 	for _, a := range c.Args {
 		g.Expect(a).NotTo(ContainSubstring("accessKey"), "credentials never go into arguments")
 	}
-	g.Expect(c.Env).To(HaveLen(2))
-	for _, e := range c.Env {
+	g.Expect(c.Env).To(HaveLen(3))
+	for _, e := range c.Env[:2] {
 		g.Expect(e.Value).To(BeEmpty())
 		g.Expect(e.ValueFrom.SecretKeyRef.Name).To(Equal("creds"))
+	}
+	g.Expect(c.Env[2]).To(Equal(corev1.EnvVar{Name: backupjob.EnvIMDSDisabled, Value: "true"}))
+	g.Expect(c.Args).NotTo(ContainElement("--ambient-credentials"))
+}
+
+// Only a destination without a Secret, and only when the operator's policy
+// allows it, reaches the SDK's default chain; everywhere else the instance
+// metadata service is off and the agent gets no --ambient-credentials.
+func TestStorageCredentials(t *testing.T) {
+	noSecret := v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Bucket: "shared"}}
+	imdsOff := corev1.EnvVar{Name: backupjob.EnvIMDSDisabled, Value: "true"}
+	names := func(env []corev1.EnvVar) []string {
+		var out []string
+		for _, e := range env {
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	cases := []struct {
+		name     string
+		dest     v1alpha1.SnapshotDestination
+		ambient  bool
+		wantEnv  []string
+		wantFlag bool
+	}{
+		{"secret", s3Dest, false, []string{"BACKUP_S3_ACCESS_KEY_ID", "BACKUP_S3_SECRET_ACCESS_KEY", imdsOff.Name}, false},
+		{"secret, ambient asked for: the Secret wins", s3Dest, true, []string{"BACKUP_S3_ACCESS_KEY_ID", "BACKUP_S3_SECRET_ACCESS_KEY", imdsOff.Name}, false},
+		{"no secret, not allowed", noSecret, false, []string{imdsOff.Name}, false},
+		{"no secret, allowed", noSecret, true, nil, true},
+		{"claim", v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "c"}}, false, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			for _, job := range []*batchv1.Job{
+				backupjob.Snapshot(snapshot(tc.dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379"}, "k.db", "op:v1", tc.ambient),
+				backupjob.Prune(snapshot(tc.dest), "k.db", "op:v1", tc.ambient),
+				backupjob.RestoreCheck(cluster(), tc.dest, "k.db", "op:v1", tc.ambient),
+			} {
+				c := job.Spec.Template.Spec.Containers[0]
+				g.Expect(names(c.Env)).To(Equal(tc.wantEnv), job.Name)
+				if tc.wantFlag {
+					g.Expect(c.Args).To(ContainElement("--ambient-credentials"), job.Name)
+				} else {
+					g.Expect(c.Args).NotTo(ContainElement("--ambient-credentials"), job.Name)
+				}
+			}
+		})
 	}
 }
 
@@ -86,7 +134,7 @@ func TestSnapshotJobReachesTLSClusters(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			job := backupjob.Snapshot(snapshot(s3Dest), cluster(), tc.shape, []string{"https://a:2379"}, "k.db", "op:v1")
+			job := backupjob.Snapshot(snapshot(s3Dest), cluster(), tc.shape, []string{"https://a:2379"}, "k.db", "op:v1", false)
 			spec := job.Spec.Template.Spec
 			ctr := spec.Containers[0]
 			var secretVolume *corev1.Volume
@@ -112,19 +160,19 @@ func TestSnapshotJobReachesTLSClusters(t *testing.T) {
 func TestJobsOnAVolume(t *testing.T) {
 	g := NewWithT(t)
 	dest := v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}
-	save := backupjob.Snapshot(snapshot(dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379"}, "k.db", "op:v1")
+	save := backupjob.Snapshot(snapshot(dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379"}, "k.db", "op:v1", false)
 	g.Expect(save.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal("backups"))
 	g.Expect(save.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly).To(BeFalse())
 	g.Expect(*save.Spec.Template.Spec.SecurityContext.FSGroup).To(BeNumerically(">", 0), "a fresh claim must be writable")
 	g.Expect(save.Spec.Template.Spec.Containers[0].Env).To(BeEmpty())
 
-	check := backupjob.RestoreCheck(cluster(), dest, "k.db", "op:v1")
+	check := backupjob.RestoreCheck(cluster(), dest, "k.db", "op:v1", false)
 	g.Expect(check.Name).To(Equal("main-restore-check"))
 	g.Expect(check.OwnerReferences[0].Kind).To(Equal("EtcdCluster"))
 	g.Expect(check.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly).To(BeTrue(), "a check never writes")
 	g.Expect(check.Spec.Template.Spec.Containers[0].Args[:2]).To(Equal([]string{"snapshot", "inspect"}))
 
-	prune := backupjob.Prune(snapshot(dest), "k.db", "op:v1")
+	prune := backupjob.Prune(snapshot(dest), "k.db", "op:v1", false)
 	g.Expect(prune.Name).To(Equal("nightly-prune"))
 	g.Expect(prune.Spec.Template.Spec.Containers[0].Args[:2]).To(Equal([]string{"snapshot", "delete"}))
 }
@@ -195,8 +243,8 @@ func TestEtcdClientLabels(t *testing.T) {
 	otherSnap := snapshot(s3Dest)
 	otherSnap.Spec.ClusterName = "other"
 
-	g.Expect(matches(backupjob.Snapshot(snapshot(s3Dest), cluster(), etcdaccess.Shape{}, nil, "k", "op:v1"))).To(BeTrue())
-	g.Expect(matches(backupjob.Snapshot(otherSnap, other, etcdaccess.Shape{}, nil, "k", "op:v1"))).To(BeFalse(), "another cluster's snapshot")
-	g.Expect(matches(backupjob.Prune(snapshot(s3Dest), "k", "op:v1"))).To(BeFalse(), "a prune never dials etcd")
-	g.Expect(matches(backupjob.RestoreCheck(cluster(), s3Dest, "k", "op:v1"))).To(BeFalse(), "a restore check never dials etcd")
+	g.Expect(matches(backupjob.Snapshot(snapshot(s3Dest), cluster(), etcdaccess.Shape{}, nil, "k", "op:v1", false))).To(BeTrue())
+	g.Expect(matches(backupjob.Snapshot(otherSnap, other, etcdaccess.Shape{}, nil, "k", "op:v1", false))).To(BeFalse(), "another cluster's snapshot")
+	g.Expect(matches(backupjob.Prune(snapshot(s3Dest), "k", "op:v1", false))).To(BeFalse(), "a prune never dials etcd")
+	g.Expect(matches(backupjob.RestoreCheck(cluster(), s3Dest, "k", "op:v1", false))).To(BeFalse(), "a restore check never dials etcd")
 }

@@ -114,7 +114,7 @@ func snapshotPodLabels(cluster string) map[string]string {
 	c := newCluster(cluster)
 	s := &v1alpha1.EtcdSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns, UID: "s"},
 		Spec: v1alpha1.EtcdSnapshotSpec{ClusterName: cluster}}
-	return backupjob.Snapshot(s, c, etcdaccess.Shape{}, nil, "k", "op").Spec.Template.Labels
+	return backupjob.Snapshot(s, c, etcdaccess.Shape{}, nil, "k", "op", false).Spec.Template.Labels
 }
 
 func TestOffMeansNoPolicy(t *testing.T) {

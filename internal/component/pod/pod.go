@@ -67,6 +67,9 @@ type Params struct {
 	// OperatorImage is the operator's own image, which downloads a restored
 	// cluster's snapshot in its seed's Pod.
 	OperatorImage string
+	// RestoreAmbientCredentials lets that download use the SDK's default
+	// chain: the operator's CredentialsDecision for the restore's source.
+	RestoreAmbientCredentials bool
 }
 
 func (p Params) namespace() string {

@@ -47,7 +47,7 @@ func restoreInit(p Params) ([]corev1.Container, []corev1.Volume) {
 	m := p.Member
 	r := m.Spec.Restore
 	fetch := agent.FetchArgs{
-		StorageArgs: agent.StorageArgs{Destination: r.Source, Key: r.Key},
+		StorageArgs: agent.StorageArgs{Destination: r.Source, Key: r.Key, AmbientCredentials: p.RestoreAmbientCredentials},
 		SHA256:      r.SHA256, Size: r.SizeBytes,
 		DataDir: DataDir, WorkDir: restoreWorkDir,
 		CopySelfTo: path.Join(restoreToolsDir, "manager"),
@@ -72,7 +72,7 @@ func restoreInit(p Params) ([]corev1.Container, []corev1.Volume) {
 			ImagePullPolicy:          corev1.PullIfNotPresent,
 			Command:                  []string{backupjob.ManagerPath},
 			Args:                     fetch.Args(),
-			Env:                      append([]corev1.EnvVar{gate}, backupjob.StorageEnv(r.Source)...),
+			Env:                      append([]corev1.EnvVar{gate}, backupjob.StorageEnv(r.Source, p.RestoreAmbientCredentials)...),
 			VolumeMounts:             append([]corev1.VolumeMount{data, tools}, storageMounts...),
 			Resources:                backupjob.AgentResources(),
 			SecurityContext:          containerSecurityContext(),

@@ -105,6 +105,31 @@ func TestBuild_RestoreInitContainers(t *testing.T) {
 	g.Expect(apply.Env).To(HaveLen(1), "etcdutl needs no credentials")
 }
 
+// The seed's download reaches the default chain only when the operator's
+// policy allowed it for a source without a Secret; otherwise the instance
+// metadata service is off.
+func TestBuild_RestoreFetchAmbientCredentials(t *testing.T) {
+	g := NewWithT(t)
+	noSecret := restoredSeed(func(m *v1alpha1.EtcdMember) { m.Spec.Restore.Source.S3.CredentialsSecretName = "" })
+	imdsOff := corev1.EnvVar{Name: "AWS_EC2_METADATA_DISABLED", Value: "true"}
+
+	p := restoreParams(noSecret, false)
+	fetch := initContainer(pod.Build(p), pod.RestoreFetchContainer)
+	g.Expect(fetch.Args).NotTo(ContainElement("--ambient-credentials"))
+	g.Expect(fetch.Env).To(ContainElement(imdsOff))
+
+	p.RestoreAmbientCredentials = true
+	fetch = initContainer(pod.Build(p), pod.RestoreFetchContainer)
+	g.Expect(fetch.Args).To(ContainElement("--ambient-credentials"))
+	g.Expect(fetch.Env).NotTo(ContainElement(imdsOff))
+
+	p = restoreParams(restoredSeed(), false)
+	p.RestoreAmbientCredentials = true
+	fetch = initContainer(pod.Build(p), pod.RestoreFetchContainer)
+	g.Expect(fetch.Args).NotTo(ContainElement("--ambient-credentials"), "a named Secret is never ambient")
+	g.Expect(fetch.Env).To(ContainElement(imdsOff))
+}
+
 func TestBuild_NoRestoreOnceTheClusterExists(t *testing.T) {
 	booted := metav1.Now()
 	cases := map[string]pod.Params{

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/metrics"
@@ -56,6 +57,9 @@ type Reconciler struct {
 	// OperatorImage runs the check of a restore's source and the seed's
 	// download of the snapshot.
 	OperatorImage string
+	// Credentials is which restore sources the check Job may reach with
+	// ambient credentials.
+	Credentials backup.CredentialsPolicy
 	// NetworkPolicy is what every cluster's NetworkPolicy admits besides
 	// the cluster's own Pods, and whether the operator may keep them.
 	NetworkPolicy NetworkPolicyOptions

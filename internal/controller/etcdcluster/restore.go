@@ -53,6 +53,12 @@ func (r *Reconciler) restoreGate(ctx context.Context, s *scope) (*v1alpha1.Membe
 	if wait != nil {
 		return nil, false, *wait, nil
 	}
+	access := r.Credentials.Decide(src.dest)
+	if access.Refused() {
+		// Before the check Job: no Pod reads the source, no seed exists.
+		r.refuseRestore(s, v1alpha1.RestoreAmbientCredentialsRefusedReason, access.Refusal)
+		return nil, false, ctrl.Result{RequeueAfter: restoreRecheckAfter}, nil
+	}
 	if r.OperatorImage == "" {
 		r.refuseRestore(s, v1alpha1.RestoreFailedReason, "the operator was started without --operator-image, which checks and downloads snapshots")
 		return nil, false, ctrl.Result{}, nil
@@ -61,7 +67,7 @@ func (r *Reconciler) restoreGate(ctx context.Context, s *scope) (*v1alpha1.Membe
 	err := r.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: backupjob.RestoreCheckJobName(c.Name)}, job)
 	switch {
 	case apierrors.IsNotFound(err):
-		job = backupjob.RestoreCheck(c, src.dest, src.key, r.OperatorImage)
+		job = backupjob.RestoreCheck(c, src.dest, src.key, r.OperatorImage, access.Ambient)
 		if err := r.Create(ctx, job, client.FieldOwner(v1alpha1.FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, false, ctrl.Result{}, fmt.Errorf("failed to create Job %s: %w", job.Name, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/component/pvc"
 	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
@@ -39,6 +40,9 @@ type Reconciler struct {
 	Workers int
 	// OperatorImage downloads a restored cluster's snapshot in its seed.
 	OperatorImage string
+	// Credentials is which restore sources the seed's download may reach
+	// with ambient credentials.
+	Credentials backup.CredentialsPolicy
 
 	// disruptions keeps a cluster's removals and restarts from interleaving.
 	disruptions disruptions
@@ -101,6 +105,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ClusterDomain:   r.ClusterDomain,
 		ImageRepository: r.ImageRepository,
 		OperatorImage:   r.OperatorImage,
+	}
+	if m.Spec.Restore != nil {
+		// The cluster controller created the seed only once the same
+		// policy let it check the source.
+		params.RestoreAmbientCredentials = r.Credentials.Decide(m.Spec.Restore.Source).Ambient
 	}
 	current, err := r.currentPod(ctx, m)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/recovery"
@@ -53,6 +54,9 @@ type Reconciler struct {
 	// runs to fetch the snapshot; without it, a recovery from a snapshot is
 	// refused before anything is planned.
 	OperatorImage string
+	// Credentials is which snapshot storage the operator's Pods may reach
+	// with ambient credentials.
+	Credentials backup.CredentialsPolicy
 	// Now is the clock; tests set it.
 	Now func() time.Time
 }

@@ -29,6 +29,9 @@ func (r *Reconciler) snapshotsOf(ctx context.Context, er *v1alpha1.EtcdRecovery)
 			ClusterName: s.Spec.ClusterName,
 			Succeeded:   s.Status.Phase == v1alpha1.SnapshotSucceeded && s.DeletionTimestamp.IsZero(),
 			Revision:    s.Status.Revision,
+			// A restore reads the snapshot with the same credentials
+			// policy as the Jobs of the cluster controller.
+			StorageRefused: r.Credentials.Decide(s.Spec.Destination).Refusal,
 		}
 		if s.Status.CompletedAt != nil {
 			rs.CompletedAt = s.Status.CompletedAt.Time

@@ -51,7 +51,10 @@ type Reconciler struct {
 	OperatorImage string
 	// ClusterDomain builds the members' client URLs.
 	ClusterDomain string
-	Now           func() time.Time
+	// Credentials is which destinations the Jobs may reach with ambient
+	// credentials.
+	Credentials backup.CredentialsPolicy
+	Now         func() time.Time
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshots,verbs=get;list;watch
@@ -86,6 +89,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	s.Status.Key, s.Status.Location = key, backup.Location(s.Spec.Destination, key)
 	if s.Status.Phase == "" {
 		setPhase(s, v1alpha1.SnapshotPending, v1alpha1.SnapshotPendingReason, "waiting to start")
+	}
+	if d := r.Credentials.Decide(s.Spec.Destination); d.Refused() && s.Status.Phase != v1alpha1.SnapshotRunning {
+		// Refused before anything waits or starts: no Job is created, so
+		// no Pod ever holds credentials the tenant did not bring. A Job
+		// already running was started under the policy of its time.
+		r.finish(s, v1alpha1.AmbientCredentialsRefusedReason, d.Refusal)
+		return ctrl.Result{}, nil
 	}
 
 	cluster := &v1alpha1.EtcdCluster{}
@@ -154,7 +164,7 @@ func (r *Reconciler) start(ctx context.Context, s *v1alpha1.EtcdSnapshot, cluste
 		r.finish(s, v1alpha1.JobFailedReason, "the operator was started without --operator-image, which runs snapshot Jobs")
 		return ctrl.Result{}, nil
 	}
-	job := backupjob.Snapshot(s, cluster, shape, endpoints, backup.KeyOf(s), r.OperatorImage)
+	job := backupjob.Snapshot(s, cluster, shape, endpoints, backup.KeyOf(s), r.OperatorImage, r.Credentials.Decide(s.Spec.Destination).Ambient)
 	if err := r.Create(ctx, job, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			setPhase(s, v1alpha1.SnapshotPending, v1alpha1.WaitingForTurnReason, "another snapshot of "+cluster.Name+" started first")

@@ -49,7 +49,10 @@ type Reconciler struct {
 	APIReader     client.Reader
 	Recorder      EventRecorder
 	OperatorImage string
-	Now           func() time.Time
+	// Credentials is which destinations the prune Jobs may reach with
+	// ambient credentials.
+	Credentials backup.CredentialsPolicy
+	Now         func() time.Time
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshotschedules,verbs=get;list;watch
@@ -235,7 +238,15 @@ func (r *Reconciler) pruneOne(ctx context.Context, p *pass, snap *v1alpha1.EtcdS
 			setPruning(p, v1alpha1.PruneFailedReason, "the operator was started without --operator-image, which runs prune Jobs")
 			return ctrl.Result{}, nil
 		}
-		job = backupjob.Prune(snap, backup.KeyOf(snap), r.OperatorImage)
+		d := r.Credentials.Decide(snap.Spec.Destination)
+		if d.Refused() {
+			// Taken while the operator allowed ambient credentials for it;
+			// the snapshot and its objects stay until it does again.
+			setPruning(p, v1alpha1.PruneFailedReason, fmt.Sprintf("cannot delete the objects of %s (%s): %s", snap.Name,
+				v1alpha1.AmbientCredentialsRefusedReason, d.Refusal))
+			return ctrl.Result{RequeueAfter: pruneRetryAfter}, nil
+		}
+		job = backupjob.Prune(snap, backup.KeyOf(snap), r.OperatorImage, d.Ambient)
 		if err := r.Create(ctx, job, client.FieldOwner(v1alpha1.FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, fmt.Errorf("failed to create Job %s: %w", job.Name, err)
 		}

@@ -57,7 +57,7 @@ func (h *harness) schedule(mutate func(*v1alpha1.EtcdSnapshotSchedule)) {
 		ObjectMeta: metav1.ObjectMeta{Name: "every-minute", Namespace: ns, UID: "sched-uid", CreationTimestamp: metav1.NewTime(t0)},
 		Spec: v1alpha1.EtcdSnapshotScheduleSpec{
 			ClusterName: "main", Schedule: "*/1 * * * *",
-			Destination: v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Bucket: "backups"}},
+			Destination: v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Bucket: "backups", CredentialsSecretName: "creds"}},
 			Retention:   &v1alpha1.SnapshotRetention{KeepLast: ptr.To[int32](2)},
 		},
 	}
