@@ -92,7 +92,7 @@ func TestRefusedMemberPodIsReported(t *testing.T) {
 	})
 	_, err = framework.WaitForClusterReady(ctx, c, ns, "main", 10*time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
-	cl, err = framework.WaitForClusterCondition(ctx, c, ns, "main", v1alpha1.MembersHealthyCondition,
+	_, err = framework.WaitForClusterCondition(ctx, c, ns, "main", v1alpha1.MembersHealthyCondition,
 		metav1.ConditionTrue, v1alpha1.AllMembersHealthyReason, refusalReported)
 	g.Expect(err).NotTo(HaveOccurred())
 	p, err := env.Clientset.CoreV1().Pods(ns).Get(ctx, member.Name, metav1.GetOptions{})
