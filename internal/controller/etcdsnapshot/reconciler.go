@@ -240,10 +240,7 @@ func (r *Reconciler) observe(ctx context.Context, s *v1alpha1.EtcdSnapshot, job 
 		return ctrl.Result{}, fmt.Errorf("failed to list the Pods of Job %s: %w", job.Name, err)
 	}
 	o := backupjob.Observe(job, pods.Items)
-	refused, err := r.podRefused(ctx, job, pods.Items, o)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	refused := r.podRefused(ctx, job, pods.Items, o)
 	switch {
 	case o.Result.Code == backup.CodeOK && o.Result.Metadata != nil:
 		now := metav1.NewTime(r.now())
@@ -278,17 +275,21 @@ func (r *Reconciler) observe(ctx context.Context, s *v1alpha1.EtcdSnapshot, job 
 }
 
 // podRefused reads the Events about a Job that has no Pod and no result,
-// for the API server's refusal of its Pod (see backupjob.PodRefused).
-func (r *Reconciler) podRefused(ctx context.Context, job *batchv1.Job, pods []corev1.Pod, o backupjob.Outcome) (string, error) {
+// for the API server's refusal of its Pod (see backupjob.PodRefused). Best
+// effort: Events that cannot be read (an operator installed without the
+// permission to list them) leave the snapshot to its Job's deadline, as
+// before, rather than stopping it from being followed.
+func (r *Reconciler) podRefused(ctx context.Context, job *batchv1.Job, pods []corev1.Pod, o backupjob.Outcome) string {
 	if len(pods) > 0 || o.Result.Code != "" {
-		return "", nil
+		return ""
 	}
 	var events corev1.EventList
 	if err := r.APIReader.List(ctx, &events, client.InNamespace(job.Namespace),
 		client.MatchingFields{eventInvolvedUID: string(job.UID)}); err != nil {
-		return "", fmt.Errorf("failed to list the Events of Job %s: %w", job.Name, err)
+		ctrl.LoggerFrom(ctx).V(1).Info("Could not read the Events of the snapshot Job", "job", job.Name, "error", err.Error())
+		return ""
 	}
-	return backupjob.PodRefused(job, pods, events.Items), nil
+	return backupjob.PodRefused(job, pods, events.Items)
 }
 
 // lostJob handles a running snapshot whose Job the cache does not show.
