@@ -170,6 +170,12 @@ const (
 	// It holds no data, so it is not replaced: the kubelet restarts it with
 	// the member list the operator keeps current.
 	MemberCannotJoinReason = "MemberCannotJoin"
+	// MemberPodRefusedReason: the API server refuses to create a member's
+	// Pod; the message names the member and has the API server's message
+	// (its EtcdMember's Ready condition says the same, PodCreateFailed).
+	// The member is not replaced: a replacement's Pod would be refused
+	// too. The create is retried, and the condition clears by itself.
+	MemberPodRefusedReason = "MemberPodRefused"
 )
 
 // Reasons of the VersionsAligned condition.

@@ -28,4 +28,10 @@ const (
 	// MemberPodLostReason: a Memory member's Pod is gone; its data went with
 	// it, so the Pod is not re-created and the member is replaced.
 	MemberPodLostReason = "PodLost"
+	// MemberPodCreateFailedReason: the API server refused to create the
+	// member's Pod (a missing PriorityClass, an annotation it rejects, a
+	// quota, an admission policy); the message is the API server's. The
+	// create is retried with backoff, and the condition clears by itself
+	// once the cause is gone.
+	MemberPodCreateFailedReason = "PodCreateFailed"
 )

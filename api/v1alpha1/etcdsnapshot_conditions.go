@@ -66,4 +66,9 @@ const (
 	// JobFailedReason: the snapshot Job failed without reporting a result
 	// (killed, out of memory, past its deadline, its image not pulled).
 	JobFailedReason = "JobFailed"
+	// SnapshotPodCreateFailedReason: the API server refused the snapshot's
+	// Job, or the Job controller's Pod for it (a quota, an admission
+	// policy, a field it rejects); the message is the API server's. The
+	// snapshot fails at once rather than at the Job's deadline.
+	SnapshotPodCreateFailedReason = "PodCreateFailed"
 )

@@ -2,6 +2,7 @@ package backupjob
 
 import (
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -90,4 +91,47 @@ func InitFailure(p *corev1.Pod, container string) (backup.Result, bool) {
 		return backup.Result{}, false
 	}
 	return res, true
+}
+
+// FailedCreateReason is the reason of the Warning Event the Job controller
+// records when the API server refuses to create a Job's Pod.
+const FailedCreateReason = "FailedCreate"
+
+// PodRefused is the API server's refusal of a Job's Pod (a quota, Pod
+// Security, an admission policy), or "" while there is none. A Job has no
+// condition for it: the Job controller retries the create on its own
+// backoff until the Job's deadline and says why only in an Event, so the
+// Events about the Job are read. A Job that has a Pod is judged by the Pod.
+func PodRefused(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) string {
+	if len(pods) > 0 {
+		return ""
+	}
+	var latest *corev1.Event
+	for i := range events {
+		e := &events[i]
+		if e.InvolvedObject.UID != job.UID || e.Reason != FailedCreateReason || e.Type != corev1.EventTypeWarning {
+			continue
+		}
+		if latest == nil || eventTime(e).After(eventTime(latest)) {
+			latest = e
+		}
+	}
+	if latest == nil {
+		return ""
+	}
+	return latest.Message
+}
+
+// eventTime is when an Event last happened, from whichever field the
+// recorder filled in.
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }

@@ -54,10 +54,21 @@ func Ensure(ctx context.Context, c client.Client, p Params) (*corev1.Pod, error)
 	// An AlreadyExists here means the cache is behind a Pod created moments
 	// ago; the error requeues and the next Get sees it.
 	if err := c.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
-		return nil, fmt.Errorf("failed to create Pod %s: %w", key, err)
+		return nil, &CreateError{Key: key, Err: err}
 	}
 	return desired, nil
 }
+
+// CreateError is a create of the member's Pod that failed, told apart from
+// a failed read so that only the API server's answer to the create is
+// reported as the Pod's refusal.
+type CreateError struct {
+	Key types.NamespacedName
+	Err error
+}
+
+func (e *CreateError) Error() string { return fmt.Sprintf("failed to create Pod %s: %v", e.Key, e.Err) }
+func (e *CreateError) Unwrap() error { return e.Err }
 
 // SetRoleLabel makes the Pod carry the voter role label exactly when voter is
 // true. It patches only that label, and writes nothing when the label is

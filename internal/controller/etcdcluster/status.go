@@ -391,10 +391,29 @@ func setMembersHealthy(s *scope) {
 		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.MemberUnschedulableReason,
 			fmt.Sprintf("%s cannot be scheduled (%s); a replacement would not be either, so none is made: change the member template's scheduling, or the nodes",
 				b.member.Name, b.verdict.Detail))
+	case podRefused(s) != nil:
+		// Not broken, and not replaced: a replacement's Pod would be
+		// refused the same way. Said here too, since users look here first.
+		m := podRefused(s)
+		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MemberReadyCondition)
+		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionFalse, v1alpha1.MemberPodRefusedReason,
+			fmt.Sprintf("%s: %s", m.Name, c.Message))
 	default:
 		setCondition(s, v1alpha1.MembersHealthyCondition, metav1.ConditionTrue, v1alpha1.AllMembersHealthyReason,
 			"no member is broken")
 	}
+}
+
+// podRefused is the first member whose Pod the API server refuses to
+// create, as the member controller reports it, or nil.
+func podRefused(s *scope) *v1alpha1.EtcdMember {
+	for _, m := range s.members {
+		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MemberReadyCondition)
+		if c != nil && c.Reason == v1alpha1.MemberPodCreateFailedReason {
+			return m
+		}
+	}
+	return nil
 }
 
 func deadlineText(c *v1alpha1.EtcdCluster) string {

@@ -19,6 +19,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/component/pvc"
+	"github.com/quorumctl/etcd-operator/internal/component/refusal"
 	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
@@ -154,6 +155,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	m.Status.ForceNewCluster = m.Spec.ForceNewCluster
 	p, err := pod.Ensure(ctx, r.Client, params)
 	if err != nil {
+		r.reportRefusal(ctx, m, err, &obs)
+		// Retried on the workqueue's backoff: what the API server refused
+		// may be allowed later (the PriorityClass created, the quota
+		// raised), and the condition then clears with the Pod's creation.
 		return ctrl.Result{}, err
 	}
 	if restarted, err := r.restartToForce(ctx, m, p); err != nil || restarted {
@@ -248,6 +253,29 @@ func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMemb
 	}
 	r.disruptions.restarted(m, p.UID)
 	return true, false, nil
+}
+
+// reportRefusal puts the API server's refusal of the member's Pod in the
+// member's condition, and in a Warning Event when it is new: a Pod that is
+// never created leaves no Pod to describe, so this is where users look.
+func (r *Reconciler) reportRefusal(ctx context.Context, m *v1alpha1.EtcdMember, err error, obs *observation) {
+	var create *pod.CreateError
+	if !errors.As(err, &create) {
+		return
+	}
+	msg, refused := refusal.Of(create.Err)
+	if !refused {
+		return
+	}
+	obs.podRefused = msg
+	if !newRefusal(m, msg) {
+		return
+	}
+	ctrl.LoggerFrom(ctx).Info("The API server refused to create the member's Pod", "pod", create.Key.Name, "message", msg)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, v1alpha1.MemberPodCreateFailedReason, "CreatePod",
+			"The API server refused to create Pod %s: %s", create.Key.Name, msg)
+	}
 }
 
 // deletePod removes the member's Pod if it exists.

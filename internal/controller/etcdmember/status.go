@@ -14,6 +14,9 @@ type observation struct {
 	version string
 	podLost bool
 	dormant bool
+	// podRefused is the API server's message when it refused to create
+	// the member's Pod this pass.
+	podRefused string
 }
 
 // updateStatus computes the member's Ready condition and Pod fields. The
@@ -46,6 +49,9 @@ func updateStatus(m *v1alpha1.EtcdMember, obs observation) {
 		status, reason, msg = metav1.ConditionFalse, v1alpha1.MemberPodLostReason,
 			"the Pod and its tmpfs data are gone; the member is replaced, not restarted"
 	}
+	if obs.podRefused != "" {
+		status, reason, msg = metav1.ConditionFalse, v1alpha1.MemberPodCreateFailedReason, refusedMessage(obs.podRefused)
+	}
 	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
 		Type: v1alpha1.MemberReadyCondition, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: m.Generation,
@@ -67,4 +73,17 @@ func readiness(m *v1alpha1.EtcdMember, p *corev1.Pod) (metav1.ConditionStatus, s
 		return metav1.ConditionFalse, v1alpha1.MemberNotListedReason, "etcd does not list the member yet"
 	}
 	return metav1.ConditionTrue, v1alpha1.MemberReadyReason, "the Pod is ready and etcd lists the member"
+}
+
+// refusedMessage is the Ready message of a member whose Pod the API server
+// refused to create.
+func refusedMessage(apiMessage string) string {
+	return "the API server refused to create the Pod (retried with backoff): " + apiMessage
+}
+
+// newRefusal says whether a refusal is not yet what the member reports, so
+// that its Warning Event is emitted once per cause, not once per retry.
+func newRefusal(m *v1alpha1.EtcdMember, apiMessage string) bool {
+	c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MemberReadyCondition)
+	return c == nil || c.Reason != v1alpha1.MemberPodCreateFailedReason || c.Message != refusedMessage(apiMessage)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/component/backupjob"
+	"github.com/quorumctl/etcd-operator/internal/component/refusal"
 	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
 	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/metrics"
@@ -34,6 +35,10 @@ const (
 	requeueCluster = 10 * time.Second
 	requeueRunning = 30 * time.Second
 )
+
+// eventInvolvedUID is the field selector of core Events by the UID of the
+// object they are about.
+const eventInvolvedUID = "involvedObject.uid"
 
 // EventRecorder is the part of the events API the controller uses.
 type EventRecorder interface {
@@ -63,6 +68,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile takes a snapshot once and reports it.
@@ -170,6 +176,12 @@ func (r *Reconciler) start(ctx context.Context, s *v1alpha1.EtcdSnapshot, cluste
 			setPhase(s, v1alpha1.SnapshotPending, v1alpha1.WaitingForTurnReason, "another snapshot of "+cluster.Name+" started first")
 			return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 		}
+		if msg, refused := refusal.Of(err); refused {
+			// The Job's Pod template is validated with the Job: the Pod
+			// would be refused too, and a snapshot is taken once.
+			r.finish(s, v1alpha1.SnapshotPodCreateFailedReason, "the API server refused the snapshot Job "+job.Name+": "+msg)
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, fmt.Errorf("failed to create Job %s: %w", job.Name, err)
 	}
 	now := metav1.NewTime(r.now())
@@ -238,6 +250,7 @@ func (r *Reconciler) observe(ctx context.Context, s *v1alpha1.EtcdSnapshot, job 
 		return ctrl.Result{}, fmt.Errorf("failed to list the Pods of Job %s: %w", job.Name, err)
 	}
 	o := backupjob.Observe(job, pods.Items)
+	refused := r.podRefused(ctx, job, pods.Items, o)
 	switch {
 	case o.Result.Code == backup.CodeOK && o.Result.Metadata != nil:
 		now := metav1.NewTime(r.now())
@@ -251,10 +264,17 @@ func (r *Reconciler) observe(ctx context.Context, s *v1alpha1.EtcdSnapshot, job 
 			"Snapshot at revision %d stored at %s (%d bytes)", s.Status.Revision, s.Status.Location, s.Status.SizeBytes)
 	case o.Result.Code != "":
 		r.finish(s, backup.SnapshotReason(o.Result.Code), o.Result.Message)
+	case refused != "":
+		r.finish(s, v1alpha1.SnapshotPodCreateFailedReason, "the API server refused the snapshot Job's Pod: "+refused)
 	case o.Stuck != "":
 		r.finish(s, v1alpha1.JobFailedReason, "the snapshot Pod cannot start: "+o.Stuck)
 	case o.Done:
 		r.finish(s, v1alpha1.JobFailedReason, "the snapshot Job ended without a result: "+o.NoResult)
+	case len(pods.Items) == 0:
+		// Nothing the controller watches changes when the Job controller
+		// fails to create the Pod: look again soon.
+		setPhase(s, v1alpha1.SnapshotRunning, v1alpha1.SnapshotRunningReason, "Job "+job.Name+" is streaming the snapshot to "+s.Status.Location)
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	default:
 		setPhase(s, v1alpha1.SnapshotRunning, v1alpha1.SnapshotRunningReason, "Job "+job.Name+" is streaming the snapshot to "+s.Status.Location)
 		return ctrl.Result{RequeueAfter: requeueRunning}, nil
@@ -262,6 +282,24 @@ func (r *Reconciler) observe(ctx context.Context, s *v1alpha1.EtcdSnapshot, job 
 	// The Job goes once its result is in the status: the status patch
 	// brings the next pass, which finds the phase terminal (releaseLock).
 	return ctrl.Result{}, nil
+}
+
+// podRefused reads the Events about a Job that has no Pod and no result,
+// for the API server's refusal of its Pod (see backupjob.PodRefused). Best
+// effort: Events that cannot be read (an operator installed without the
+// permission to list them) leave the snapshot to its Job's deadline, as
+// before, rather than stopping it from being followed.
+func (r *Reconciler) podRefused(ctx context.Context, job *batchv1.Job, pods []corev1.Pod, o backupjob.Outcome) string {
+	if len(pods) > 0 || o.Result.Code != "" {
+		return ""
+	}
+	var events corev1.EventList
+	if err := r.APIReader.List(ctx, &events, client.InNamespace(job.Namespace),
+		client.MatchingFields{eventInvolvedUID: string(job.UID)}); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Could not read the Events of the snapshot Job", "job", job.Name, "error", err.Error())
+		return ""
+	}
+	return backupjob.PodRefused(job, pods, events.Items)
 }
 
 // lostJob handles a running snapshot whose Job the cache does not show.

@@ -43,7 +43,10 @@ func newHarness(t *testing.T) *harness {
 	_ = batchv1.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	c := fakeclient.NewClientBuilder().WithScheme(scheme).
-		WithStatusSubresource(&v1alpha1.EtcdSnapshot{}, &v1alpha1.EtcdCluster{}).Build()
+		WithStatusSubresource(&v1alpha1.EtcdSnapshot{}, &v1alpha1.EtcdCluster{}).
+		WithIndex(&corev1.Event{}, eventInvolvedUID, func(o client.Object) []string {
+			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
+		}).Build()
 	h := &harness{t: t, g: NewWithT(t), c: c, now: time.Unix(1_800_000_000, 0), events: events.NewFakeRecorder(100)}
 	h.r = &Reconciler{Client: c, APIReader: c, Recorder: h.events, OperatorImage: "op:v1", ClusterDomain: "cluster.local",
 		Now: func() time.Time { return h.now }}
