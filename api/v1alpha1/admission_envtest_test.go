@@ -26,7 +26,7 @@ const (
 	httpsMessage          = "s3.endpoint must be https:// unless s3.insecure is true"
 	userInfoMessage       = "s3.endpoint must not carry credentials (user:password@)"
 	hostMessage           = "s3.endpoint must be a URL that names a host"
-	endpointLengthMessage = "spec.destination.s3.endpoint: Too long: may not be more than 512"
+	endpointLengthMessage = "spec.destination.s3.endpoint: Too long:"
 	secretMessage         = "s3.credentialsSecretName must be the name of a Secret"
 	configMapMessage      = "s3.caBundle.configMapName must be the name of a ConfigMap"
 	claimMessage          = "persistentVolumeClaim.claimName must be the name of a PersistentVolumeClaim"
