@@ -16,7 +16,7 @@ import (
 )
 
 func s3Dest() *v1alpha1.S3Destination {
-	return &v1alpha1.S3Destination{Endpoint: "http://s3.example:7070", Bucket: "backups", ForcePathStyle: true}
+	return &v1alpha1.S3Destination{Endpoint: "http://s3.example:7070", Bucket: "backups", ForcePathStyle: true, Insecure: true}
 }
 
 func pvcDest() *v1alpha1.PVCDestination {

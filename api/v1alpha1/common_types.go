@@ -64,11 +64,21 @@ func (s StorageSpec) EffectiveSize() resource.Quantity {
 	return DefaultStorageSize
 }
 
-// AdditionalMetadata is merged onto the objects the operator creates; the
-// operator's own labels win on conflict.
+// ReservedPrefix is the prefix of the labels and annotations the operator
+// sets and reads itself; AdditionalMetadata may not use it (the CEL rules
+// below repeat the literal).
+const ReservedPrefix = "etcd.quorumctl.io/"
+
+// AdditionalMetadata is merged onto the objects the operator creates. Keys
+// under etcd.quorumctl.io/ are the operator's: it selects members and Jobs
+// by those labels and acts on those annotations of member Pods (a copied
+// etcd.quorumctl.io/force-new-cluster would start a member as a new
+// one-member cluster), so they are refused here rather than overwritten.
 type AdditionalMetadata struct {
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('etcd.quorumctl.io/'))",message="additionalMetadata.labels must not use the prefix etcd.quorumctl.io/: the operator selects members and Jobs by its own labels under it"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('etcd.quorumctl.io/'))",message="additionalMetadata.annotations must not use the prefix etcd.quorumctl.io/: the operator acts on its own annotations of member Pods, such as etcd.quorumctl.io/force-new-cluster"
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
@@ -147,9 +157,11 @@ type MemberTemplate struct {
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 
 	// ImageRepository is where this cluster's etcd images come from, without
-	// a tag (the tag is v<version>). Empty means the operator's
+	// a tag or digest: the image is <imageRepository>:v<version>. A registry
+	// port (registry.example:5000/etcd) is fine. Empty means the operator's
 	// --etcd-image-repository.
 	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:XValidation:rule="!self.contains('@') && !self.matches(':[^/]*$')",message="imageRepository must be a repository without a tag or digest, such as gcr.io/etcd-development/etcd: the operator appends :v<version> itself"
 	// +optional
 	ImageRepository string `json:"imageRepository,omitempty"`
 

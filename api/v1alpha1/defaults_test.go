@@ -84,3 +84,13 @@ func TestDefragDefaultsMatchMarkers(t *testing.T) {
 		g.Expect(string(src)).To(ContainSubstring(marker))
 	}
 }
+
+// TestReservedPrefixCoversTheOperatorsKeys: the rules on additionalMetadata
+// repeat the prefix literally; every label the operator sets is under it.
+func TestReservedPrefixCoversTheOperatorsKeys(t *testing.T) {
+	g := NewWithT(t)
+	for _, k := range []string{v1alpha1.ClusterLabel, v1alpha1.MemberLabel, v1alpha1.RoleLabel, v1alpha1.ScheduleLabel,
+		v1alpha1.SnapshotLabel, v1alpha1.JobKindLabel, v1alpha1.IssueClientCertificateAnnotation} {
+		g.Expect(k).To(HavePrefix(v1alpha1.ReservedPrefix))
+	}
+}

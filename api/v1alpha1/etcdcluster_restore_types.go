@@ -54,6 +54,7 @@ type RestoreSpec struct {
 // written to, and the snapshot's key under it.
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.s3) ? 1 : 0) + (has(self.persistentVolumeClaim) ? 1 : 0) == 1",message="source must set exactly one of s3 or persistentVolumeClaim"
+// +kubebuilder:validation:XValidation:rule="!has(self.s3) || !has(self.s3.endpoint) || self.s3.endpoint.startsWith('https://') || (has(self.s3.insecure) && self.s3.insecure)",message="s3.endpoint must be https:// unless s3.insecure is true: over http the snapshot, every key of the cluster, crosses the network in clear and could be replaced on the way"
 type RestoreSource struct {
 	// S3 is the bucket; the object is prefix + key.
 	// +optional

@@ -24,7 +24,11 @@ type EtcdClusterSpec struct {
 	// removed down to one, whose Pod is then deleted while its volume and
 	// identity are kept; raising replicas wakes it with all its data.
 	// +kubebuilder:default=3
+	// At most 9: every write waits for a majority of the voters, so each
+	// member beyond that slows writes and elections for little more fault
+	// tolerance.
 	// +kubebuilder:validation:XValidation:rule="self >= 0",message="replicas cannot be negative"
+	// +kubebuilder:validation:XValidation:rule="self <= 9",message="replicas must be at most 9: every etcd write waits for a majority of the members, so beyond that raft's commits and elections slow down for little more fault tolerance (etcd recommends 3, 5 or 7)"
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 

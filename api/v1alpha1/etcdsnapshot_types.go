@@ -22,11 +22,22 @@ type SnapshotDestination struct {
 // S3Destination is a bucket and a key prefix.
 type S3Destination struct {
 	// Endpoint is the server's URL, such as https://s3.eu-west-1.amazonaws.com
-	// or http://s3.localcluster-s3.svc:7070. Empty means AWS's endpoint for
-	// the region.
+	// or http://s3.localcluster-s3.svc:7070 (with insecure: true). Empty
+	// means AWS's endpoint for the region. It names a host and carries no
+	// credentials: whoever may read the object would see them.
+	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="s3.endpoint must be an http:// or https:// URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-z]+://[^/?#]*@')",message="s3.endpoint must not carry credentials (user:password@): anyone who may read this object would see them; name a Secret in credentialsSecretName instead"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != ''",message="s3.endpoint must be a URL that names a host, such as https://s3.eu-west-1.amazonaws.com"
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
+
+	// Insecure allows an http:// endpoint, where the snapshot (every key of
+	// the cluster) and the signed requests cross the network in clear. It is
+	// only that permission: it never turns off the verification of an
+	// https:// endpoint's certificate (use caBundle for a private CA).
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
 
 	// Bucket must exist; the operator never creates it.
 	// +kubebuilder:validation:MinLength=3
@@ -57,6 +68,7 @@ type S3Destination struct {
 	// with --allow-ambient-s3-credentials, and then only for the buckets of
 	// its --ambient-s3-buckets, if any.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="s3.credentialsSecretName must be the name of a Secret: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
 	// +optional
 	CredentialsSecretName string `json:"credentialsSecretName,omitempty"`
 
@@ -76,6 +88,8 @@ const (
 type CABundleReference struct {
 	// ConfigMapName is a ConfigMap in the same namespace.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="s3.caBundle.configMapName must be the name of a ConfigMap: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
 	ConfigMapName string `json:"configMapName"`
 	// Key in the ConfigMap.
 	// +kubebuilder:default="ca.crt"
@@ -89,6 +103,8 @@ type PVCDestination struct {
 	// is mounted by the Pods that write and read snapshots, so a
 	// ReadWriteOnce claim binds them to its node.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="persistentVolumeClaim.claimName must be the name of a PersistentVolumeClaim: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
 	ClaimName string `json:"claimName"`
 
 	// Path is the directory inside the volume; empty means its root.
@@ -110,6 +126,7 @@ type EtcdSnapshotSpec struct {
 	ClusterName string `json:"clusterName"`
 
 	// Destination is where the snapshot is written.
+	// +kubebuilder:validation:XValidation:rule="!has(self.s3) || !has(self.s3.endpoint) || self.s3.endpoint.startsWith('https://') || (has(self.s3.insecure) && self.s3.insecure)",message="s3.endpoint must be https:// unless s3.insecure is true: over http the snapshot, every key of the cluster, crosses the network in clear"
 	Destination SnapshotDestination `json:"destination"`
 }
 

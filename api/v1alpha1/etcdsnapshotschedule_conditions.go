@@ -20,6 +20,10 @@ const (
 	// InvalidScheduleReason: spec.schedule is not a cron expression the
 	// operator understands; the message says why.
 	InvalidScheduleReason = "InvalidSchedule"
+	// SnapshotRefusedReason: the API server refused the EtcdSnapshot of a
+	// tick, such as one over http without s3.insecure from a schedule stored
+	// before that rule existed; the message is the API server's.
+	SnapshotRefusedReason = "SnapshotRefused"
 )
 
 // Reasons of the Pruned condition.

@@ -37,6 +37,7 @@ type EtcdSnapshotScheduleSpec struct {
 	Schedule string `json:"schedule"`
 
 	// Destination is where the snapshots are written.
+	// +kubebuilder:validation:XValidation:rule="!has(self.s3) || !has(self.s3.endpoint) || self.s3.endpoint.startsWith('https://') || (has(self.s3.insecure) && self.s3.insecure)",message="s3.endpoint must be https:// unless s3.insecure is true: over http the snapshots, every key of the cluster, cross the network in clear"
 	Destination SnapshotDestination `json:"destination"`
 
 	// Retention prunes old snapshots: their stored objects first, then their

@@ -65,6 +65,7 @@ type CertificateSourceSpec struct {
 	// every member's DNS name (a wildcard for the peer Service's domain
 	// does) and allow both server and client authentication.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="tls secretName must be the name of a Secret: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,6 +43,8 @@ func TestMain(m *testing.M) {
 	}
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
+	// The ratcheting test edits the CRDs.
+	_ = apiextensionsv1.AddToScheme(scheme)
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintf(os.Stderr, "failed to create a client: %v\n", err)
 		os.Exit(1)

@@ -168,6 +168,7 @@ var commands = []command{
 			fs.StringVar(&o.snapshot.credential, "s3-credentials-secret", "", "")
 			fs.StringVar(&o.snapshot.caConfigMap, "s3-ca-configmap", "", "")
 			fs.BoolVar(&o.snapshot.pathStyle, "s3-path-style", false, "")
+			fs.BoolVar(&o.snapshot.insecure, "s3-insecure", false, "")
 			fs.BoolVar(&o.wait, "wait", true, "")
 			fs.DurationVar(&o.snapshotTimeout, "snapshot-timeout", DefaultSnapshotTimeout, "")
 		},
@@ -180,6 +181,7 @@ var commands = []command{
 			"  --s3-ca-configmap NAME\n" +
 			"                        a ConfigMap whose ca.crt signs the endpoint's certificate\n" +
 			"  --s3-path-style       address the bucket as ENDPOINT/BUCKET, as most S3-compatible servers need\n" +
+			"  --s3-insecure         allow an http:// --s3-endpoint: the snapshot crosses the network in clear\n" +
 			"  --wait                wait until the snapshot succeeded or failed (default true)\n" +
 			"  --snapshot-timeout D  how long to wait (default " + DefaultSnapshotTimeout.String() + ")\n",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {

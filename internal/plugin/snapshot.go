@@ -29,7 +29,7 @@ type snapshotOptions struct {
 	to, name                     string
 	endpoint, region, credential string
 	caConfigMap                  string
-	pathStyle                    bool
+	pathStyle, insecure          bool
 }
 
 // parseDestination reads --to: s3://BUCKET[/PREFIX] (with --s3-* flags for
@@ -47,23 +47,51 @@ func parseDestination(o snapshotOptions) (v1alpha1.SnapshotDestination, error) {
 	rest := strings.Trim(u.Path, "/")
 	switch u.Scheme {
 	case "s3":
+		if err := checkEndpoint(o); err != nil {
+			return v1alpha1.SnapshotDestination{}, err
+		}
 		prefix := rest
 		if prefix != "" {
 			prefix += "/"
 		}
 		d := &v1alpha1.S3Destination{Endpoint: o.endpoint, Bucket: u.Host, Prefix: prefix, Region: o.region,
-			ForcePathStyle: o.pathStyle, CredentialsSecretName: o.credential}
+			ForcePathStyle: o.pathStyle, CredentialsSecretName: o.credential, Insecure: o.insecure}
 		if o.caConfigMap != "" {
 			d.CABundle = &v1alpha1.CABundleReference{ConfigMapName: o.caConfigMap, Key: "ca.crt"}
 		}
 		return v1alpha1.SnapshotDestination{S3: d}, nil
 	case "pvc":
-		if o.endpoint != "" || o.region != "" || o.credential != "" || o.caConfigMap != "" || o.pathStyle {
+		if o.endpoint != "" || o.region != "" || o.credential != "" || o.caConfigMap != "" || o.pathStyle || o.insecure {
 			return v1alpha1.SnapshotDestination{}, usagef("the --s3-* flags do not apply to a pvc:// destination")
 		}
 		return v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: u.Host, Path: rest}}, nil
 	}
 	return v1alpha1.SnapshotDestination{}, usagef("--to %q: the destination must start with s3:// or pvc://", o.to)
+}
+
+// checkEndpoint refuses, before anything is created, the --s3-endpoint
+// values admission would refuse anyway, with the flag to use instead.
+func checkEndpoint(o snapshotOptions) error {
+	if o.endpoint == "" {
+		if o.insecure {
+			return usagef("--s3-insecure needs an http:// --s3-endpoint; AWS's default endpoint is https")
+		}
+		return nil
+	}
+	u, err := url.Parse(o.endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return usagef("--s3-endpoint %q is not an http:// or https:// URL that names a host", o.endpoint)
+	}
+	if u.User != nil {
+		return usagef("--s3-endpoint must not carry credentials (user:password@); put them in a Secret and name it with --s3-credentials-secret")
+	}
+	switch {
+	case u.Scheme == "http" && !o.insecure:
+		return usagef("--s3-endpoint %s is plain http: the snapshot would cross the network in clear; add --s3-insecure to allow it", o.endpoint)
+	case u.Scheme == "https" && o.insecure:
+		return usagef("--s3-insecure only allows an http:// endpoint; it does not turn off the verification of %s (use --s3-ca-configmap for a private CA)", o.endpoint)
+	}
+	return nil
 }
 
 // runSnapshot creates one EtcdSnapshot and, with waitFor, follows it to the

@@ -17,10 +17,13 @@ import (
 
 func TestParseDestination(t *testing.T) {
 	g := NewWithT(t)
-	d, err := parseDestination(snapshotOptions{to: "s3://backups/etcd/prod", endpoint: "http://s3:7070", credential: "creds", pathStyle: true})
+	d, err := parseDestination(snapshotOptions{to: "s3://backups/etcd/prod", endpoint: "http://s3:7070", credential: "creds", pathStyle: true, insecure: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(*d.S3).To(Equal(v1alpha1.S3Destination{Endpoint: "http://s3:7070", Bucket: "backups", Prefix: "etcd/prod/",
-		ForcePathStyle: true, CredentialsSecretName: "creds"}))
+		ForcePathStyle: true, CredentialsSecretName: "creds", Insecure: true}))
+	d, err = parseDestination(snapshotOptions{to: "s3://backups", endpoint: "https://s3.example"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.S3.Insecure).To(BeFalse())
 	g.Expect(d.PersistentVolumeClaim).To(BeNil())
 
 	d, err = parseDestination(snapshotOptions{to: "pvc://snapshots/etcd"})
@@ -30,6 +33,9 @@ func TestParseDestination(t *testing.T) {
 	for _, bad := range []snapshotOptions{
 		{to: "backups"}, {to: "gs://bucket"}, {to: "s3:///prefix"}, {to: "s3://b?x=1"},
 		{to: "pvc://claim", credential: "creds"}, {to: "s3://key:secret@bucket"}, {to: "s3://key@bucket/p"},
+		{to: "s3://b", endpoint: "http://s3:7070"}, {to: "s3://b", endpoint: "https://s3.example", insecure: true},
+		{to: "s3://b", insecure: true}, {to: "s3://b", endpoint: "https://key:secret@s3.example"},
+		{to: "s3://b", endpoint: "s3.example:7070"}, {to: "s3://b", endpoint: "https://"}, {to: "pvc://claim", insecure: true},
 	} {
 		_, err := parseDestination(bad)
 		g.Expect(err).To(HaveOccurred(), "%+v", bad)
@@ -60,7 +66,7 @@ func TestSnapshotCreatesAndWaits(t *testing.T) {
 	w := newWorld(t)
 	w.cluster("demo")
 	finishOnRead(w, v1alpha1.SnapshotSucceeded, v1alpha1.SnapshotSavedReason, "")
-	r := w.run("snapshot", "demo", "--to", "s3://backups", "--s3-endpoint", "http://s3:7070", "--name", "before-upgrade")
+	r := w.run("snapshot", "demo", "--to", "s3://backups", "--s3-endpoint", "http://s3:7070", "--s3-insecure", "--name", "before-upgrade")
 	g.Expect(r.code).To(Equal(ExitOK), r.err)
 	g.Expect(r.out).To(ContainSubstring("Created EtcdSnapshot before-upgrade of EtcdCluster demo"))
 	g.Expect(r.out).To(ContainSubstring("succeeded: revision 42"))
@@ -84,6 +90,12 @@ func TestSnapshotUsage(t *testing.T) {
 	r := w.run("snapshot", "demo")
 	g.Expect(r.code).To(Equal(ExitUsage))
 	g.Expect(r.err).To(ContainSubstring("snapshot needs --to DESTINATION"))
+	r = w.run("snapshot", "demo", "--to", "s3://backups", "--s3-endpoint", "http://s3:7070")
+	g.Expect(r.code).To(Equal(ExitUsage))
+	g.Expect(r.err).To(ContainSubstring("add --s3-insecure to allow it"))
+	r = w.run("snapshot", "demo", "--to", "s3://backups", "--s3-endpoint", "https://s3.example", "--s3-insecure")
+	g.Expect(r.code).To(Equal(ExitUsage))
+	g.Expect(r.err).To(ContainSubstring("--s3-insecure only allows an http:// endpoint"))
 	r = w.run("snapshot", "nope", "--to", "pvc://claim", "--wait=false")
 	g.Expect(r.code).To(Equal(ExitError))
 	g.Expect(r.err).To(ContainSubstring("EtcdCluster nope not found"))

@@ -426,7 +426,7 @@ func TestCommandLines(t *testing.T) {
 		}
 		return res
 	}
-	dest := v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Endpoint: s3.Endpoint, Bucket: bucket, Prefix: "cli/", ForcePathStyle: true, CredentialsSecretName: "x"}}
+	dest := v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Endpoint: s3.Endpoint, Bucket: bucket, Prefix: "cli/", ForcePathStyle: true, CredentialsSecretName: "x", Insecure: true}}
 	key := backup.SnapshotKey("ns", "c", "snap")
 	save := agent.SaveArgs{Namespace: "ns", Cluster: "c", Snapshot: "snap", Endpoints: etcdproc.ClientURLs(source),
 		StorageArgs: agent.StorageArgs{Destination: dest, Key: key}}

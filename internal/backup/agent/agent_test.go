@@ -297,7 +297,7 @@ func TestMainReportsBadArgumentsAsAResult(t *testing.T) {
 }
 
 func TestArgsRoundTrip(t *testing.T) {
-	dest := v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Endpoint: "http://s3:7070", Bucket: "b", Prefix: "p/", ForcePathStyle: true}}
+	dest := v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Endpoint: "http://s3:7070", Bucket: "b", Prefix: "p/", ForcePathStyle: true, Insecure: true}}
 	in := SaveArgs{Namespace: "ns", Cluster: "c", Snapshot: "s", Endpoints: []string{"http://a:2379", "http://b:2379"},
 		ClusterID: "00000000000000aa", StorageArgs: StorageArgs{Destination: dest, Key: "ns/c/s.db", CAFile: "/ca.crt"}}
 	args := in.Args()
@@ -309,7 +309,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out.Namespace != "ns" || out.Snapshot != "s" || strings.Join(out.Endpoints, ",") != "http://a:2379,http://b:2379" ||
-		out.ClusterID != in.ClusterID || out.Key != in.Key || out.CAFile != "/ca.crt" || out.Destination.S3.Prefix != "p/" || !out.Destination.S3.ForcePathStyle {
+		out.ClusterID != in.ClusterID || out.Key != in.Key || out.CAFile != "/ca.crt" || out.Destination.S3.Prefix != "p/" || !out.Destination.S3.ForcePathStyle || !out.Destination.S3.Insecure {
 		t.Fatalf("parsed %+v from %v", out, args)
 	}
 	for _, a := range args {
@@ -337,5 +337,31 @@ func TestMissingSecretIsCredentialsInvalid(t *testing.T) {
 	}
 	if _, err := openStore(context.Background(), StorageArgs{Destination: dest, Key: "k", AmbientCredentials: true}, env); err != nil {
 		t.Fatalf("no Secret, --ambient-credentials: %v", err)
+	}
+}
+
+// A write over http needs s3.insecure; reads and deletes do not, so that
+// snapshots written before the field existed still restore and prune.
+func TestSaveOverHTTPNeedsInsecure(t *testing.T) {
+	dest := func(endpoint string, insecure bool) StorageArgs {
+		return StorageArgs{Key: "ns/c/s.db", Destination: v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{
+			Endpoint: endpoint, Bucket: "b", Insecure: insecure}}}
+	}
+	save := func(s StorageArgs) error {
+		a := SaveArgs{Namespace: "ns", Cluster: "c", Snapshot: "s", Endpoints: []string{"http://a:2379"}, StorageArgs: s}
+		_, _, err := parseSave(a.Args()[2:], Env{Stderr: io.Discard})
+		return err
+	}
+	if err := save(dest("http://s3:7070", false)); !errors.Is(err, backup.ErrInvalidArguments) || !strings.Contains(err.Error(), "s3.insecure is not set") {
+		t.Fatalf("save to http without insecure: %v, want invalid arguments naming s3.insecure", err)
+	}
+	for _, s := range []StorageArgs{dest("http://s3:7070", true), dest("https://s3.example", false), dest("", false)} {
+		if err := save(s); err != nil {
+			t.Fatalf("save to %q (insecure %v): %v", s.Destination.S3.Endpoint, s.Destination.S3.Insecure, err)
+		}
+	}
+	check := StorageCommandArgs{StorageArgs: dest("http://s3:7070", false)}
+	if _, _, err := parseStorageCommand("snapshot inspect", check.InspectArgs()[2:], Env{Stderr: io.Discard}); err != nil {
+		t.Fatalf("inspect of an old http snapshot: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/backup/store"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
@@ -62,9 +63,22 @@ func parseSave(args []string, env Env) (SaveArgs, string, error) {
 		if len(a.Endpoints) == 0 {
 			return fmt.Errorf("%w: --endpoints is required", backup.ErrInvalidArguments)
 		}
-		return nil
+		return writableOverHTTP(a.Destination)
 	})
 	return a, *logPath, err
+}
+
+// writableOverHTTP refuses to write a snapshot to an http:// endpoint unless
+// s3.insecure allows it, as admission does for every EtcdSnapshot created
+// since the rule exists. Reading and deleting (restore, inspect, prune) are
+// not checked, so snapshots written before it still restore and prune.
+// insecure is only this permission: it changes nothing of an https endpoint.
+func writableOverHTTP(d v1alpha1.SnapshotDestination) error {
+	if d.S3 == nil || d.S3.Insecure || !strings.HasPrefix(d.S3.Endpoint, "http://") {
+		return nil
+	}
+	return fmt.Errorf("%w: s3.endpoint %s is http:// and s3.insecure is not set: the snapshot would cross the network in clear",
+		backup.ErrInvalidArguments, d.S3.Endpoint)
 }
 
 // dialer is replaced by tests.

@@ -32,6 +32,9 @@ const (
 	// requeueBusy re-checks a tick held back by a running snapshot, and
 	// pruning in progress.
 	requeueBusy = 10 * time.Second
+	// requeueRefused re-tries a tick whose snapshot the API server refused,
+	// in case what it refused for (a CRD rule) changes without the spec.
+	requeueRefused = time.Minute
 	// pruneRetryAfter is how long a failed prune Job is kept, reported,
 	// before it is deleted so the next pass tries again.
 	pruneRetryAfter = time.Minute
@@ -69,6 +72,9 @@ type pass struct {
 	snapshots []v1alpha1.EtcdSnapshot
 	schedule  cron.Schedule
 	parseErr  error
+	// refused is the API server's refusal of the tick's snapshot: the
+	// schedule's spec would make an EtcdSnapshot admission refuses.
+	refused error
 	// pruning says what pruning did or waits for, for the Pruned condition.
 	pruneReason, pruneMessage string
 }
@@ -153,6 +159,12 @@ func (r *Reconciler) schedule(ctx context.Context, p *pass) (ctrl.Result, error)
 		return ctrl.Result{}, err
 	}
 	err := r.Create(ctx, snap, client.FieldOwner(v1alpha1.FieldOwner))
+	if apierrors.IsInvalid(err) {
+		// Retrying cannot help until the spec changes, which wakes the
+		// schedule anyway; the tick stays due so the edit gets its snapshot.
+		p.refused = err
+		return ctrl.Result{RequeueAfter: requeueRefused}, nil
+	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return ctrl.Result{}, fmt.Errorf("failed to create EtcdSnapshot %s: %w", snap.Name, err)
 	}
@@ -333,6 +345,10 @@ func updateStatus(p *pass) {
 	case s.Spec.Suspend:
 		set(v1alpha1.ScheduledCondition, metav1.ConditionFalse, v1alpha1.ScheduleSuspendedReason, "spec.suspend is true; no snapshot is created")
 		s.Status.NextScheduleTime = nil
+	case p.refused != nil:
+		interval = backup.Interval(p.schedule, p.now)
+		set(v1alpha1.ScheduledCondition, metav1.ConditionFalse, v1alpha1.SnapshotRefusedReason,
+			"the API server refused the snapshot of the due tick; fix the schedule's spec: "+p.refused.Error())
 	default:
 		interval = backup.Interval(p.schedule, p.now)
 		set(v1alpha1.ScheduledCondition, metav1.ConditionTrue, v1alpha1.ScheduleActiveReason,

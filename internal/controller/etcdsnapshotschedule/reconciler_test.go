@@ -14,12 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
@@ -257,4 +260,34 @@ func (h *harness) finish(job *batchv1.Job, res backup.Result, cond batchv1.JobCo
 // tickName is the snapshot of the n-th minute after t0.
 func tickName(n int) string {
 	return "every-minute-" + strconv.FormatInt(t0.Add(time.Duration(n)*time.Minute).Unix(), 10)
+}
+
+// A schedule stored before an admission rule existed makes snapshots the API
+// server refuses; the Scheduled condition says so with the server's message,
+// and the tick stays due for the fixed spec.
+func TestRefusedSnapshotIsReported(t *testing.T) {
+	h := newHarness(t)
+	refused := true
+	h.r.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*v1alpha1.EtcdSnapshot); ok && refused {
+			return apierrors.NewInvalid(schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: "EtcdSnapshot"}, obj.GetName(),
+				field.ErrorList{field.Invalid(field.NewPath("spec", "destination"), "", "s3.endpoint must be https:// unless s3.insecure is true")})
+		}
+		return c.Create(ctx, obj, opts...)
+	}})
+	h.schedule(nil)
+	h.reconcile()
+	h.now = t0.Add(70 * time.Second)
+	h.reconcile()
+	h.g.Expect(h.snapshots()).To(BeEmpty())
+	c := h.condition(v1alpha1.ScheduledCondition)
+	h.g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+	h.g.Expect(c.Reason).To(Equal(v1alpha1.SnapshotRefusedReason))
+	h.g.Expect(c.Message).To(ContainSubstring("s3.endpoint must be https:// unless s3.insecure is true"))
+	h.g.Expect(h.get().Status.LastScheduleTime).To(BeNil(), "the tick is still due")
+
+	refused = false
+	h.reconcile()
+	h.g.Expect(h.snapshots()).To(HaveLen(1), "the tick's snapshot once the API server admits it")
+	h.g.Expect(h.condition(v1alpha1.ScheduledCondition).Reason).To(Equal(v1alpha1.ScheduleActiveReason))
 }

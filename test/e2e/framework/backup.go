@@ -55,6 +55,8 @@ func S3Destination(prefix string) v1alpha1.SnapshotDestination {
 	return v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{
 		Endpoint: localcluster.S3Endpoint(), Bucket: localcluster.S3Bucket, Prefix: prefix,
 		ForcePathStyle: true, CredentialsSecretName: S3CredentialsSecret,
+		// The local cluster's S3 server speaks plain HTTP.
+		Insecure: true,
 	}}
 }
 
