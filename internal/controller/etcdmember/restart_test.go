@@ -22,6 +22,17 @@ func (f *fixture) markPod(name string) {
 	f.g.Expect(f.c.Update(context.Background(), p)).To(Succeed())
 }
 
+// start gives each member a version, as the cluster controller does when it
+// creates them, and lets the member controller create its Pod.
+func (f *fixture) start(names ...string) {
+	for _, n := range names {
+		m := f.member(n)
+		m.Spec.Version = v1alpha1.DefaultEtcdVersion
+		f.g.Expect(f.c.Update(context.Background(), m)).To(Succeed())
+		f.reconcile(n)
+	}
+}
+
 func (f *fixture) podKept(name string) bool {
 	p, ok := f.pod(name)
 	return ok && p.Labels["test/mark"] == "kept"
@@ -34,11 +45,8 @@ func (f *fixture) podKept(name string) bool {
 func TestRestart_RecordingIdentityRestartsNothing(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	f.start("demo-a", "demo-b", "demo-c")
 	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
-		m := f.member(n)
-		m.Spec.Version = v1alpha1.DefaultEtcdVersion
-		f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
-		f.reconcile(n)
 		f.markPod(n)
 	}
 	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
@@ -83,13 +91,10 @@ func TestRestart_AnOperatorUpgradeRestartsNothing(t *testing.T) {
 func TestRestart_OnlyWhenTheClusterControllerApproves(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, false, "demo-a")
-	m := f.member("demo-a")
-	m.Spec.Version = v1alpha1.DefaultEtcdVersion
-	f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
-	f.reconcile("demo-a")
+	f.start("demo-a")
 	f.markPod("demo-a")
 
-	m = f.member("demo-a")
+	m := f.member("demo-a")
 	m.Spec.Version = "3.6.17"
 	f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
 	f.reconcile("demo-a")
@@ -130,11 +135,8 @@ func (f *fixture) outdate(name string) {
 func TestRestart_ApprovedButHeldWhileAnotherVoterIsDown(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
+	f.start("demo-a", "demo-b", "demo-c")
 	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
-		m := f.member(n)
-		m.Spec.Version = v1alpha1.DefaultEtcdVersion
-		f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
-		f.reconcile(n)
 		f.markPod(n)
 	}
 	f.etcd.SetEndpointError(v1alpha1.ClientURL("demo-b", "demo", ns, domain), etcdfake.ErrUnreachable)
@@ -154,14 +156,8 @@ func TestRestart_ApprovedButHeldWhileAnotherVoterIsDown(t *testing.T) {
 // removal that follows does not count on it (the race of a user's delete
 // with a rollout the cluster controller decided from a stale cache).
 func TestRestart_ARemovalDoesNotCountOnAMemberBeingRestarted(t *testing.T) {
-	ctx := context.Background()
 	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
-	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
-		m := f.member(n)
-		m.Spec.Version = v1alpha1.DefaultEtcdVersion
-		f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
-		f.reconcile(n)
-	}
+	f.start("demo-a", "demo-b", "demo-c")
 	f.outdate("demo-b")
 	f.reconcile("demo-b")
 	_, ok := f.pod("demo-b")
@@ -192,12 +188,7 @@ func TestFinalizer_AMemberOfAnotherClusterIsNotCountedHealthy(t *testing.T) {
 func TestRestart_ClusterStateIsDroppedWhenTheClusterIsDeleted(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, false, "demo-a", "demo-b", "demo-c")
-	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
-		m := f.member(n)
-		m.Spec.Version = v1alpha1.DefaultEtcdVersion
-		f.g.Expect(f.c.Update(ctx, m)).To(Succeed())
-		f.reconcile(n)
-	}
+	f.start("demo-a", "demo-b", "demo-c")
 	f.g.Expect(f.r.disruptions.clusters()).To(BeZero(), "nothing restarting: nothing kept")
 
 	f.outdate("demo-b")
