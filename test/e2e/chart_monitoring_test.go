@@ -37,6 +37,7 @@ import (
 // no Prometheus Operator here to act on them; this is what keeps them from
 // drifting from the objects they describe.
 func TestChartMonitoringObjects(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

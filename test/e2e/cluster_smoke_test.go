@@ -25,6 +25,7 @@ import (
 // relies on: restricted Pods, PVCs that keep data, per-Pod DNS behind a
 // headless Service, ClusterIP routing, logs, exec and garbage collection.
 func TestLocalClusterSmoke(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

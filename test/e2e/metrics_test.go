@@ -37,6 +37,7 @@ const (
 // replaced after losing its data is counted and alerted on, and that the
 // cluster's series go when it is deleted.
 func TestPrometheusScrapesOperatorAndMembers(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)

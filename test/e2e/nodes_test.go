@@ -151,6 +151,7 @@ func volumeNode(pv *corev1.PersistentVolume) string {
 // and a local volume is made on, and stays bound to, the node its first Pod
 // was scheduled to.
 func TestNodesSmoke(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -227,6 +228,7 @@ func nodeNames(nodes []localcluster.Node) string {
 // TestMembersSpreadOverNodesAndZones: with default scheduling the scheduler
 // puts one member of a 3-member cluster on each node, each in its own zone.
 func TestMembersSpreadOverNodesAndZones(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -25,6 +25,7 @@ import (
 // is, against a 3-member cluster, reaching members only through the API
 // server's port-forward.
 func TestKubectlPlugin(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

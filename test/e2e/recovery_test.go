@@ -345,13 +345,37 @@ func TestRecoverFromASnapshot(t *testing.T) {
 	h.putKeys(ctx, "after", 10)
 }
 
-// TestRecoveryRefusals is the third acceptance test: a recovery asked
-// for while a quorum answers, and one from a survivor that is behind
-// another, are refused with their messages and change nothing. The second
-// needs two survivors at different revisions, so it uses five members: one
-// survivor's Pod is deleted with the operator stopped (so nobody re-creates
-// it), keys are written to the four left, three data dirs are wiped, and
-// the operator brings the lagging survivor's Pod back on its old data.
+// TestRecoveryRefusedWhileAQuorumAnswers is the first half of the issue's
+// third acceptance test: a recovery asked for while a quorum answers is
+// refused with its message and changes nothing. Nothing is stopped for it,
+// so it runs in parallel; the other half, TestRecoveryRefusals, stops the
+// operator.
+func TestRecoveryRefusedWhileAQuorumAnswers(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h := newHealCluster(ctx, t, "dr-quorum", nil)
+	defer func() {
+		if t.Failed() {
+			env.DumpNamespace(t, h.ns)
+		}
+	}()
+	before := names(h.members(ctx))
+	er := h.askRecovery(ctx, "needless", v1alpha1.EtcdRecoverySpec{
+		Source: v1alpha1.RecoverySource{Survivor: &v1alpha1.SurvivorSource{}}, Force: true})
+	h.expectRefused(er, v1alpha1.QuorumReachableReason, "3 of 3 voters answer with a leader, a quorum: EtcdCluster dr-quorum needs no recovery")
+	h.expectEvent(ctx, v1alpha1.QuorumReachableReason, "needs no recovery")
+	h.expectUnchanged(ctx, before)
+	_, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, time.Minute)
+	h.g.Expect(err).NotTo(HaveOccurred())
+}
+
+// TestRecoveryRefusals is the second half of the third acceptance
+// test: a recovery from a survivor that is behind another is refused with
+// its message and changes nothing. It needs two survivors at different
+// revisions, so it uses five members: one survivor's Pod is deleted with the
+// operator stopped (so nobody re-creates it), keys are written to the four
+// left, three data dirs are wiped, and the operator brings the lagging survivor's Pod back on its old data.
 // Without a quorum that member never serves clients, so the operator reads
 // where it stands from its metrics endpoint. Recovering without naming a
 // survivor then takes the one ahead.
@@ -359,23 +383,6 @@ func TestRecoveryRefusals(t *testing.T) {
 	framework.Serial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-
-	t.Run("a quorum answers", func(t *testing.T) {
-		h := newHealCluster(ctx, t, "dr-quorum", nil)
-		defer func() {
-			if t.Failed() {
-				env.DumpNamespace(t, h.ns)
-			}
-		}()
-		before := names(h.members(ctx))
-		er := h.askRecovery(ctx, "needless", v1alpha1.EtcdRecoverySpec{
-			Source: v1alpha1.RecoverySource{Survivor: &v1alpha1.SurvivorSource{}}, Force: true})
-		h.expectRefused(er, v1alpha1.QuorumReachableReason, "3 of 3 voters answer with a leader, a quorum: EtcdCluster dr-quorum needs no recovery")
-		h.expectEvent(ctx, v1alpha1.QuorumReachableReason, "needs no recovery")
-		h.expectUnchanged(ctx, before)
-		_, err := framework.WaitForClusterReady(ctx, h.c, h.ns, h.name, time.Minute)
-		h.g.Expect(err).NotTo(HaveOccurred())
-	})
 
 	t.Run("a survivor behind another", func(t *testing.T) {
 		h := newHealCluster(ctx, t, "dr-behind", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To[int32](5) })

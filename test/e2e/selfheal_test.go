@@ -215,10 +215,11 @@ func startProbe(ctx context.Context, endpoint string, dial func() (*clientv3.Cli
 // PVC-backed cluster, the seed's data dir wiped and etcd restarted in place in
 // the same Pod (the start that, told --initial-cluster-state=new, would quietly
 // form a fresh one-member cluster) and its relatives: a wiped joiner, a wiped
-// member whose Pod is re-created, corrupt data, a Pod merely deleted, and two
-// members breaking at once.
+// member whose Pod is re-created, corrupt data, and a Pod merely deleted.
+// Two members breaking at once needs the operator stopped, so it is a serial
+// test of its own, TestTwoMembersBreakAtOnce, and this one runs in parallel.
 func TestSelfHealPersistentMembers(t *testing.T) {
-	framework.Serial(t)
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	h := newHealCluster(ctx, t, "heal", nil)
@@ -266,6 +267,17 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 	}
 	h.g.Expect(ids).To(HaveKeyWithValue(kept.Name, kept.Status.MemberID), "same member, same ID, data from its PVC")
 	h.expectSentinelEverywhere(ctx)
+}
+
+// TestTwoMembersBreakAtOnce: two of three members lose their data while the
+// operator is stopped, so that it finds both broken at once when it starts.
+// Nothing may be deleted below quorum: the condition says the quorum gate
+// holds, and every member stays.
+func TestTwoMembersBreakAtOnce(t *testing.T) {
+	framework.Serial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h := newHealCluster(ctx, t, "heal-two", nil)
 
 	t.Log("two of three members break at once: nothing is deleted below quorum")
 	before := h.members(ctx)
@@ -293,7 +305,7 @@ func TestSelfHealPersistentMembers(t *testing.T) {
 		cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.MembersHealthyCondition)
 		return cond != nil && cond.Reason == v1alpha1.QuorumGateHoldingReason, nil
 	})).To(Succeed(), "the condition must say the quorum gate holds")
-	cl = &v1alpha1.EtcdCluster{}
+	cl := &v1alpha1.EtcdCluster{}
 	h.g.Expect(h.c.Get(ctx, types.NamespacedName{Namespace: h.ns, Name: h.name}, cl)).To(Succeed())
 	cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.MembersHealthyCondition)
 	h.g.Expect(cond.Message).To(ContainSubstring("below quorum"))
