@@ -107,7 +107,7 @@ type recordingDialer struct {
 	inTurn    bool
 }
 
-func (d *recordingDialer) record(op string, ctx context.Context) {
+func (d *recordingDialer) record(ctx context.Context, op string) {
 	dl, ok := ctx.Deadline()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -118,7 +118,7 @@ func (d *recordingDialer) record(op string, ctx context.Context) {
 }
 
 func (d *recordingDialer) Dial(ctx context.Context, eps []string, opts ...etcd.DialOption) (etcd.Client, error) {
-	d.record(etcd.OpDial, ctx)
+	d.record(ctx, etcd.OpDial)
 	c, err := d.Dialer.Dial(ctx, eps, opts...)
 	return &recordingClient{Client: c, d: d}, err
 }
@@ -129,12 +129,12 @@ type recordingClient struct {
 }
 
 func (c *recordingClient) MemberList(ctx context.Context) (etcd.MemberList, error) {
-	c.d.record(etcd.OpMemberList, ctx)
+	c.d.record(ctx, etcd.OpMemberList)
 	return etcd.MemberList{}, &etcd.CallError{Op: etcd.OpMemberList, Err: context.DeadlineExceeded}
 }
 
 func (c *recordingClient) MemberListAt(ctx context.Context, ep string) (etcd.MemberList, error) {
-	c.d.record(etcd.OpMemberListAt, ctx)
+	c.d.record(ctx, etcd.OpMemberListAt)
 	c.d.mu.Lock()
 	c.d.asks++
 	if c.d.asks == c.d.n {
