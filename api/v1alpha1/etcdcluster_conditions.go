@@ -59,7 +59,7 @@ const (
 	DeadlineExceededReason = "DeadlineExceeded"
 	// EtcdUnreachableReason: no member answered; the operator changes
 	// nothing until one does. It asks again after 5 s, then, while none
-	// answers, after 10, 20 and 30 s (the message says when), so that
+	// answers, after about 10, 20 and 30 s (the message says when), so that
 	// clusters out of its reach do not hold the workers every cluster
 	// shares; a spec edit, or a change to the members or their Pods, brings
 	// a look at once.

@@ -10,7 +10,10 @@
 // edit waits in the queue behind them. See docs/design/0019-unreachable-backoff.md.
 package unreachable
 
-import "time"
+import (
+	"hash/fnv"
+	"time"
+)
 
 const (
 	// First is the delay after the first pass that got no answer: what
@@ -49,7 +52,14 @@ func (s Streak) Observe(answered bool, generation int64) Streak {
 // Delay is how long after the streak's last pass the next one is due:
 // 5 s, 10 s, 20 s, then 30 s for as long as nothing answers; zero when
 // the cluster answered, which leaves the pass's own requeue untouched.
-func (s Streak) Delay() time.Duration {
+//
+// From the second pass on, each delay is shortened by up to a quarter, by
+// an amount fixed by key (the cluster's UID): clusters cut off together,
+// by one NetworkPolicy or one outage, would otherwise be looked at
+// together, and hold the workers together for the length of a look,
+// however rarely. Fixed per cluster rather than drawn each pass, so the
+// delay a cluster reports stays the same once it is at its longest.
+func (s Streak) Delay(key string) time.Duration {
 	if s.Passes <= 0 {
 		return 0
 	}
@@ -57,7 +67,24 @@ func (s Streak) Delay() time.Duration {
 	for i := 1; i < s.Passes && d < Max; i++ {
 		d *= 2
 	}
-	return min(d, Max)
+	d = min(d, Max)
+	if s.Passes == 1 {
+		return d
+	}
+	return (d - time.Duration(float64(d/4)*spread(key))).Round(100 * time.Millisecond)
+}
+
+// spread maps key to [0, 1), evenly over keys.
+func spread(key string) float64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	// FNV's high bits barely move with a key's last byte; splitmix64's
+	// finalizer spreads every bit over all of them.
+	x := h.Sum64()
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
 }
 
 // Stretch is the requeue of a pass, requested by its phases, after backoff:

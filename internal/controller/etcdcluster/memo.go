@@ -99,7 +99,7 @@ func (mm *memo) observeReach(silent bool, generation int64) time.Duration {
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
 	mm.unreachable = mm.unreachable.Observe(!silent, generation)
-	return mm.unreachable.Delay()
+	return mm.unreachable.Delay(string(mm.uid))
 }
 
 // unreachableStreak is the streak, for tests.

@@ -59,11 +59,16 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 		reports = ch
 	}
 	defer func() {
-		if view.err == nil {
-			return
-		}
-		if reports == nil {
+		switch {
+		case view.err != nil && reports == nil:
 			readReports()
+		case view.err == nil && reports != nil:
+			// Read for a look that then got its answer: nothing to
+			// keep, but the reads must end before s is handed on.
+			<-reports
+			return
+		case view.err == nil:
+			return
 		}
 		view.reports = unansweredOnly(s, view, <-reports)
 	}()
@@ -73,6 +78,22 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 		return view
 	}
 	defer c.Close()
+	// A cluster that was silent on its last look is first asked for the
+	// members' own lists, and their metrics, at once: a member that
+	// answers at all answers these at once, and the linearizable list,
+	// which waits its whole timeout for a connection, follows only when
+	// one did. A look at a cluster that stays silent costs one step's
+	// timeout.
+	if r.memos.get(s.cluster).unreachableStreak().Passes > 0 {
+		readReports()
+		probeCtx, cancelProbe := context.WithTimeout(ctx, endpointTimeout)
+		_, _, probeErr := etcd.FirstMemberList(probeCtx, c, voters, others)
+		cancelProbe()
+		if probeErr != nil {
+			view.err = fmt.Errorf("no member answered since the last look: %w", probeErr)
+			return view
+		}
+	}
 	// Each step has its own budget: without a quorum the linearizable list
 	// waits out its deadline, and the fallback must still have time left.
 	listCtx, cancelList := context.WithTimeout(ctx, quorumReadTimeout)
@@ -80,7 +101,9 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 	cancelList()
 	if err != nil {
 		view.err = fmt.Errorf("failed to list etcd members: %w", err)
-		readReports()
+		if reports == nil {
+			readReports()
+		}
 		ownCtx, cancelOwn := context.WithTimeout(ctx, endpointTimeout)
 		own, _, ownErr := etcd.FirstMemberList(ownCtx, c, voters, others)
 		cancelOwn()

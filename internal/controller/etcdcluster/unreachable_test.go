@@ -2,7 +2,9 @@ package etcdcluster
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 	"github.com/quorumctl/etcd-operator/internal/unreachable"
 )
 
@@ -42,11 +45,22 @@ func TestAClusterThatDoesNotAnswerIsBackedOff(t *testing.T) {
 	for range 5 {
 		waits = append(waits, h.reconcile().RequeueAfter)
 	}
-	h.g.Expect(waits).To(Equal([]time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second}))
+	// 5, 10, 20, 30, 30 s, each past the first shortened by the cluster's
+	// own fraction of a quarter (unreachable.Streak.Delay).
+	uid := string(h.cluster().UID)
+	var want []time.Duration
+	for i := range 5 {
+		want = append(want, unreachable.Streak{Passes: i + 1}.Delay(uid))
+	}
+	h.g.Expect(waits).To(Equal(want))
+	h.g.Expect(waits[0]).To(Equal(unreachable.First))
+	h.g.Expect(waits[3]).To(BeNumerically(">=", unreachable.Max*3/4))
+	h.g.Expect(waits[3]).To(Equal(waits[4]), "the wait stays at its longest")
+	longest := fmt.Sprintf("asking again in %s", waits[4])
 	avail := h.condition(v1alpha1.AvailableCondition)
 	h.g.Expect(avail.Reason).To(Equal(v1alpha1.EtcdUnreachableReason))
-	h.g.Expect(avail.Message).To(ContainSubstring("asking again in 30s"))
-	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("asking again in 30s"))
+	h.g.Expect(avail.Message).To(ContainSubstring(longest))
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring(longest))
 
 	// The edit's pass is its watch event's; it adopts the edit, and the
 	// look after it comes as soon as after a first failure.
@@ -54,7 +68,7 @@ func TestAClusterThatDoesNotAnswerIsBackedOff(t *testing.T) {
 	h.g.Expect(h.reconcile().RequeueAfter).To(Equal(unreachable.First))
 	h.g.Expect(h.cluster().Status.Observed.Replicas).To(BeEquivalentTo(5), "the edit is adopted while no member answers")
 	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Message).NotTo(ContainSubstring("asking again"))
-	h.g.Expect(h.reconcile().RequeueAfter).To(Equal(10*time.Second), "and the count goes on under the new spec")
+	h.g.Expect(h.reconcile().RequeueAfter).To(Equal(want[1]), "and the count goes on under the new spec")
 
 	h.unsilence("demo-a", "demo-b", "demo-c")
 	h.reconcile()
@@ -182,4 +196,39 @@ func TestTheLookAtASilentClusterFitsItsDeadline(t *testing.T) {
 	if worst := etcd.DefaultDialTimeout + quorumReadTimeout + endpointTimeout; worst > inspectDeadline {
 		t.Fatalf("a silent cluster's look takes up to %v, past its deadline of %v", worst, inspectDeadline)
 	}
+}
+
+// A look at a cluster that was silent on the last one starts with the
+// members' own lists, asked at once, and stops there when none answers:
+// the linearizable list, which waits out its timeout, is not tried. Once a
+// member answers, the full look follows in the same pass.
+func TestALookAtAClusterSilentBeforeStartsWithTheCheapAsks(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a", "demo-b", "demo-c")
+	h.reconcile()
+	h.silence("demo-a", "demo-b", "demo-c")
+	// Counted by hooks, under the fake's own discipline: asks still being
+	// cancelled when a pass returns may yet come in.
+	var linearizable, own atomic.Int32
+	h.etcd.SetHook(etcd.OpMemberList, func(etcdfake.Call) error { linearizable.Add(1); return nil })
+	h.etcd.SetHook(etcd.OpMemberListAt, func(etcdfake.Call) error { own.Add(1); return nil })
+	lists := func() (int, int) {
+		return int(linearizable.Swap(0)), int(own.Swap(0))
+	}
+	h.reconcile()
+	lin, asked := lists()
+	h.g.Expect(lin).To(Equal(1), "a first silent look tries the quorum")
+	h.g.Expect(asked).To(Equal(3))
+	h.reconcile()
+	lin, asked = lists()
+	h.g.Expect(lin).To(BeZero(), "the next one does not")
+	h.g.Expect(asked).To(Equal(3))
+	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.EtcdUnreachableReason))
+
+	h.unsilence("demo-b")
+	h.reconcile()
+	lin, _ = lists()
+	h.g.Expect(lin).To(BeNumerically(">=", 1), "a member answered: the full look follows")
+	h.g.Expect(h.condition(v1alpha1.AvailableCondition).Reason).NotTo(Equal(v1alpha1.EtcdUnreachableReason))
+	h.g.Expect(h.r.memos.get(h.cluster()).unreachableStreak()).To(BeZero())
 }
