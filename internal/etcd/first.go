@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // FirstMemberList asks every endpoint at once for its own view of the
@@ -57,8 +58,22 @@ func FirstMemberList(ctx context.Context, c Client, groups ...[]string) (MemberL
 			return got[i].list, got[i].endpoint, nil
 		}
 	}
-	return MemberList{}, "", fmt.Errorf("no endpoint answered with its member list: %w", errors.Join(errs...))
+	return MemberList{}, "", fmt.Errorf("no endpoint answered with its member list: %w", oneLine(errs))
 }
+
+// oneLine joins errors like errors.Join, on one line: the message ends up
+// in a condition.
+type oneLine []error
+
+func (e oneLine) Error() string {
+	parts := make([]string, len(e))
+	for i, err := range e {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e oneLine) Unwrap() []error { return e }
 
 // preferred is the group whose answer is final: the first group with an
 // answer, provided every group before it has nothing more to say.

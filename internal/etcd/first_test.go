@@ -87,6 +87,8 @@ func TestFirstMemberListWhenNoneAnswers(t *testing.T) {
 	var ce *etcd.CallError
 	g.Expect(errors.As(err, &ce)).To(BeTrue(), "each endpoint's error is kept, classifiable: %v", err)
 	g.Expect(ce).To(BeIdenticalTo(refused))
+	g.Expect(err.Error()).NotTo(ContainSubstring("\n"), "one line, for a condition's message")
+	g.Expect(err.Error()).To(ContainSubstring("timeout"), "every endpoint's error is told")
 
 	_, _, err = etcd.FirstMemberList(context.Background(), stub)
 	g.Expect(err).To(HaveOccurred(), "no endpoint at all")
