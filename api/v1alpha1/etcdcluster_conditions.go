@@ -57,8 +57,12 @@ const (
 	// running; the condition clears when the target is reached or the spec
 	// changes.
 	DeadlineExceededReason = "DeadlineExceeded"
-	// EtcdUnreachableReason: no member answered; the operator asks again
-	// every 5 s and changes nothing until one does.
+	// EtcdUnreachableReason: no member answered; the operator changes
+	// nothing until one does. It asks again after 5 s, then, while none
+	// answers, after about 10, 20 and 30 s (the message says when), so that
+	// clusters out of its reach do not hold the workers every cluster
+	// shares; a spec edit, or a change to the members or their Pods, brings
+	// a look at once.
 	EtcdUnreachableReason = "EtcdUnreachable"
 	// EtcdReplyTooLargeReason (Stalled=True): a member answered with more
 	// than the operator reads of one reply (2 MiB from etcd, 4 MiB of

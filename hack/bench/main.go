@@ -35,14 +35,15 @@ func main() {
 	threes := flag.Int("scale-threes", 0, "three-member clusters for -scale-ones")
 	nospace := flag.Bool("nospace", false, "time NOSPACE alarm -> writable (256 MiB quota) instead")
 	runs := flag.Int("runs", 3, "how many times -nospace fills the cluster")
+	starve := flag.Int("starve", 0, "with -scale-ones, also time spec edits with this many three-member clusters out of the operator's reach")
 	flag.Parse()
-	if err := run(*idle, *heal, *roll, int32(*lost), *ones, *threes, *nospace, *runs); err != nil {
+	if err := run(*idle, *heal, *roll, int32(*lost), *ones, *threes, *nospace, *runs, *starve); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nospace bool, runs int) error {
+func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nospace bool, runs, starve int) error {
 	ctx := context.Background()
 	env, err := framework.Setup()
 	if err != nil {
@@ -73,7 +74,7 @@ func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nosp
 		return nodeLoss(ctx, env, c, ns, lost)
 	}
 	if ones+threes > 0 {
-		return scale(ctx, env, c, ns, ones, threes, idle)
+		return scale(ctx, env, c, ns, ones, threes, idle, starve)
 	}
 
 	one, err := timeToReady(ctx, c, ns, "one", 1)

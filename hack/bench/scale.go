@@ -26,8 +26,9 @@ import (
 // and reports the time until all are Ready, the operator's memory and CPU
 // idle before and after, how both grow per cluster, the latency from a spec
 // edit to the operator's first action on it, and the operator's API writes
-// per idle cluster-minute.
-func scale(ctx context.Context, env *framework.Env, c client.Client, ns string, ones, threes int, idle time.Duration) error {
+// per idle cluster-minute. With starve, the edit latency is also taken
+// with that many clusters out of the operator's reach (starvedLatency).
+func scale(ctx context.Context, env *framework.Env, c client.Client, ns string, ones, threes int, idle time.Duration, starve int) error {
 	before, err := operatorUsage(ctx, env, 30*time.Second)
 	if err != nil {
 		return err
@@ -85,11 +86,16 @@ func scale(ctx context.Context, env *framework.Env, c client.Client, ns string, 
 	fmt.Printf("API writes while idle (leader election apart): %d over %s, %.3f per cluster-minute\n",
 		total, idle.Round(time.Second), float64(total)/float64(n)/idle.Minutes())
 
-	p50, p99, err := editLatency(ctx, env, c, ns, names[:min(ones, 30)])
+	sample := names[:min(ones, 30)]
+	if starve > 0 {
+		half := len(sample) / 2
+		return starvedLatency(ctx, env, c, ns, sample[:half], sample[half:], starve)
+	}
+	p50, p99, err := editLatency(ctx, env, c, ns, sample)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("spec edit -> first action (a new EtcdMember), %d clusters: p50 %.0f ms, p99 %.0f ms\n", min(ones, 30), p50.Seconds()*1000, p99.Seconds()*1000)
+	fmt.Printf("spec edit -> first action (a new EtcdMember), %d clusters: p50 %.0f ms, p99 %.0f ms\n", len(sample), ms(p50), ms(p99))
 	return nil
 }
 

@@ -17,9 +17,16 @@ const (
 	requeueAfterError = 5 * time.Second
 	// requeueSteadyState is how often a healthy cluster's members are looked
 	// at again; reads only, so an idle cluster costs no API writes.
-	requeueSteadyState  = 10 * time.Second
-	viewCheckInterval   = 10 * time.Second
-	etcdInspectTimeout  = 5 * time.Second
+	requeueSteadyState = 10 * time.Second
+	viewCheckInterval  = 10 * time.Second
+	etcdInspectTimeout = 5 * time.Second
+	// inspectDeadline bounds one pass's whole look at etcd (inspectEtcd).
+	// A look at a cluster that does not answer takes the dial (3 s at most,
+	// with credentials), the linearizable list (quorumReadTimeout), then the
+	// members' own lists and metrics at once (endpointTimeout): 8 s, inside
+	// it. Only a look at a cluster that answers slowly at every step can
+	// reach it, and loses its alarm read, reported as unknown.
+	inspectDeadline     = 10 * time.Second
 	quorumReadTimeout   = 3 * time.Second
 	endpointTimeout     = 2 * time.Second
 	defaultDeadlineSecs = 600

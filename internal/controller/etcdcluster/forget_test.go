@@ -76,6 +76,8 @@ func TestDeletingAClusterDropsItsState(t *testing.T) {
 			mm.setDefragmentedAt(memberKey(a), 7)
 			mm.setCompacted(7)
 			mm.handOver("demo-a", "demo-b")
+			mm.observeReach(true, 1)
+			h.g.Expect(mm.unreachableStreak().Passes).To(Equal(1))
 			// A defragmentation still running in the background.
 			cancelled := make(chan struct{})
 			mm.start(&maintJob{action: maintenance.Defragment, member: a.Name, key: memberKey(a)},
@@ -104,6 +106,7 @@ func TestDeletingAClusterDropsItsState(t *testing.T) {
 			h.g.Expect(fresh.running()).To(BeNil())
 			_, restarting := fresh.restartOf(a)
 			h.g.Expect(restarting).To(BeFalse())
+			h.g.Expect(fresh.unreachableStreak()).To(BeZero(), "nor its unreachable streak")
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/remediation"
+	"github.com/quorumctl/etcd-operator/internal/unreachable"
 )
 
 // memo is what the controller keeps in memory between passes of one
@@ -33,6 +34,9 @@ type memo struct {
 	// refusal is the last restore refusal, reported while the restore's
 	// source is checked again; see reportChecking.
 	refusal *progress
+	// unreachable is the run of passes in which no member answered, which
+	// spaces the next ones out.
+	unreachable unreachable.Streak
 }
 
 // memos holds one memo per cluster, dropped when the cluster goes.
@@ -52,6 +56,7 @@ func (ms *memos) get(c *v1alpha1.EtcdCluster) *memo {
 		mm.restarts = map[string]string{}
 		mm.maint = maintMemo{}
 		mm.refusal = nil
+		mm.unreachable = unreachable.Streak{}
 	}
 	return mm
 }
@@ -85,6 +90,23 @@ func (mm *memo) rememberRefusal(p *progress) {
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
 	mm.refusal = p
+}
+
+// observeReach counts a pass in the cluster's unreachable streak and
+// returns how long the next look waits at the least: zero unless the pass
+// was silent.
+func (mm *memo) observeReach(silent bool, generation int64) time.Duration {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	mm.unreachable = mm.unreachable.Observe(!silent, generation)
+	return mm.unreachable.Delay(string(mm.uid))
+}
+
+// unreachableStreak is the streak, for tests.
+func (mm *memo) unreachableStreak() unreachable.Streak {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	return mm.unreachable
 }
 
 // viewCheckDue rate-limits the per-member member-list reads and records

@@ -29,6 +29,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/controller/ratelimit"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/metrics"
+	"github.com/quorumctl/etcd-operator/internal/unreachable"
 )
 
 // EventRecorder is the part of the events API the controller uses.
@@ -139,6 +140,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.observeMaintenance,
 		r.reconcileMembership,
 	})
+	// While no member answers, the pass's own requeue is spaced out; a
+	// deadline's report is not, and any event of the cluster still brings
+	// a pass at once.
+	result.RequeueAfter = unreachable.Stretch(result.RequeueAfter, s.retryDelay)
 	return soonest(result, untilDeadline(s)), nil
 }
 

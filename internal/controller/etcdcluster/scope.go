@@ -77,6 +77,10 @@ type scope struct {
 	restoreRefusal *progress
 	// maint is what maintenance observed and decided this pass.
 	maint maintState
+	// retryDelay is how long the cluster waits for its next look, at the
+	// least, while no member answers; zero when one did (see
+	// unreachable.Streak).
+	retryDelay time.Duration
 }
 
 type progress struct {
@@ -92,7 +96,9 @@ func (s *scope) setProgress(reason, format string, args ...any) {
 type etcdView struct {
 	// inspected is false when the pass did not talk to etcd at all.
 	inspected bool
-	err       error
+	// asked: some member had a running Pod to ask.
+	asked bool
+	err   error
 	// degraded is set when the quorum did not answer and list is one
 	// member's own, serializable view: enough to name broken members and
 	// report on them, never enough to change the membership.
@@ -128,6 +134,14 @@ func (v etcdView) usable() bool { return v.inspected && v.err == nil }
 
 // listed: some member list is known, authoritative or not.
 func (v etcdView) listed() bool { return v.inspected && (v.err == nil || v.degraded) }
+
+// silent: members were asked and none answered, through etcd or its
+// metrics. Such a pass costs its worker the most, and tells nothing new;
+// it is what backoff counts (see unreachable.Streak). A reply too large is
+// an answer: it came at once, and is reported as such.
+func (v etcdView) silent() bool {
+	return v.asked && !v.listed() && len(v.reports) == 0 && !etcd.IsReplyTooLarge(v.err)
+}
 
 func (v etcdView) byPeerURL(url string) (etcd.Member, bool) {
 	for _, m := range v.list.Members {
@@ -270,6 +284,10 @@ func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster
 	if cluster.ClusterFormed() {
 		s.etcd = r.inspectEtcd(ctx, s)
 	}
+	// A recovery restarts its survivor and waits for it to answer: its
+	// steps are timed by the recovery, never backed off.
+	silent := s.etcd.silent() && !cluster.Status.Recovery.Active()
+	s.retryDelay = r.memos.get(cluster).observeReach(silent, cluster.Generation)
 	s.broken = r.assessMembers(s)
 	s.loss = r.assessQuorum(s)
 	s.reached = s.targetReached()

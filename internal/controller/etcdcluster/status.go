@@ -18,6 +18,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/maintenance"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 	"github.com/quorumctl/etcd-operator/internal/remediation"
+	"github.com/quorumctl/etcd-operator/internal/unreachable"
 )
 
 // updateStatus computes every status field from the scope. It is the only
@@ -141,7 +142,7 @@ func setAvailable(s *scope) {
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrappingReason,
 			"the seed member has not formed the cluster yet")
 	case !s.etcd.usable():
-		reason, msg := unanswered(s.etcd.err)
+		reason, msg := unanswered(s)
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, reason, msg)
 	default:
 		voters, healthy := len(s.etcd.voters()), s.etcd.healthyVoters()
@@ -163,10 +164,18 @@ func setAvailable(s *scope) {
 // from etcd. A reply over the operator's bound is told apart from silence:
 // the member runs something that is not etcd as the operator knows it (an
 // image a user chose, say), asking again gets the same reply, and a person
-// has to change the image.
-func unanswered(err error) (reason, message string) {
+// has to change the image. While no member answers the looks are spaced
+// out, and the message says when the next one is due (at the least: any
+// change to the cluster or its Pods brings one at once); the interval,
+// not a time, so the message stops changing once the backoff is at its
+// longest.
+func unanswered(s *scope) (reason, message string) {
+	err := s.etcd.err
 	if etcd.IsReplyTooLarge(err) {
 		return v1alpha1.EtcdReplyTooLargeReason, fmt.Sprintf("a member answered with more than the operator reads of one reply; check that the member image runs etcd: %v", err)
+	}
+	if s.retryDelay > unreachable.First {
+		return v1alpha1.EtcdUnreachableReason, fmt.Sprintf("no member answered: %v; asking again in %s, backing off while none answers", err, s.retryDelay)
 	}
 	return v1alpha1.EtcdUnreachableReason, fmt.Sprintf("no member answered: %v", err)
 }
@@ -482,7 +491,7 @@ func maintenanceCondition(s *scope) (string, string, bool) {
 	case m.disarmed:
 		return v1alpha1.MaintenanceIdleReason, "NOSPACE is disarmed: the cluster takes writes again", false
 	case !m.decided && s.cluster.ClusterFormed() && !s.etcd.usable():
-		reason, msg := unanswered(s.etcd.err)
+		reason, msg := unanswered(s)
 		return reason, msg, false
 	case !m.decided:
 		return v1alpha1.MaintenanceIdleReason, "nothing to maintain: the cluster has not formed, or is paused", false

@@ -12,7 +12,13 @@ import (
 // endpoints are the client URLs to dial: members with a running Pod, voters
 // first. Learners refuse most requests, so they are only a last resort.
 func (r *Reconciler) endpoints(s *scope) []string {
-	var voters, others []string
+	voters, others := r.endpointGroups(s)
+	return append(voters, others...)
+}
+
+// endpointGroups are the client URLs of members with a running Pod:
+// voters, and the others.
+func (r *Reconciler) endpointGroups(s *scope) (voters, others []string) {
 	for _, m := range s.members {
 		if p := s.pods[m.Name]; p == nil || p.Status.PodIP == "" {
 			continue
@@ -23,22 +29,48 @@ func (r *Reconciler) endpoints(s *scope) []string {
 			others = append(others, s.access.URL(r.clientURL(m)))
 		}
 	}
-	return append(voters, others...)
+	return voters, others
 }
 
+// inspectEtcd is one pass's look at etcd, bounded as a whole by
+// inspectDeadline: the workers are shared by every cluster, and a cluster
+// that does not answer must not hold one for longer than that. Without a
+// linearizable list the members are asked at once, for their own lists
+// and for their metrics, so a member that never answers costs the pass one
+// step's timeout, not one per member.
 func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) {
 	view = etcdView{inspected: true, health: map[uint64]memberHealth{}}
-	eps := r.endpoints(s)
+	voters, others := r.endpointGroups(s)
+	eps := append(append([]string{}, voters...), others...)
 	if len(eps) == 0 {
 		view.err = fmt.Errorf("no member Pod is running")
 		return view
 	}
-	// ctx is narrowed below, and cancelled before this runs.
-	outer := ctx
+	view.asked = true
+	ctx, cancel := context.WithTimeout(ctx, inspectDeadline)
+	defer cancel()
+	// The metrics are read only when the quorum did not answer, alongside
+	// the members' own lists once the linearizable one failed; registered
+	// after cancel, so it runs while ctx is still live.
+	var reports <-chan map[string]etcd.SelfReport
+	readReports := func() {
+		ch := make(chan map[string]etcd.SelfReport, 1)
+		go func(ctx context.Context) { ch <- r.selfReports(ctx, s) }(ctx)
+		reports = ch
+	}
 	defer func() {
-		if view.err != nil {
-			view.reports = r.selfReports(outer, s, view)
+		switch {
+		case view.err != nil && reports == nil:
+			readReports()
+		case view.err == nil && reports != nil:
+			// Read for a look that then got its answer: nothing to
+			// keep, but the reads must end before s is handed on.
+			<-reports
+			return
+		case view.err == nil:
+			return
 		}
+		view.reports = unansweredOnly(s, view, <-reports)
 	}()
 	c, err := r.Dialer.Dial(ctx, eps, s.access.Options...)
 	if err != nil {
@@ -46,29 +78,42 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 		return view
 	}
 	defer c.Close()
-	// Each step has its own budget: without a quorum the linearizable list
-	// waits out its deadline, and the fallback must still have time left.
-	listCtx, cancel := context.WithTimeout(ctx, quorumReadTimeout)
-	view.list, err = c.MemberList(listCtx)
-	cancel()
-	if err != nil {
-		view.err = fmt.Errorf("failed to list etcd members: %w", err)
-		for _, ep := range eps {
-			epCtx, cancel := context.WithTimeout(ctx, endpointTimeout)
-			own, ownErr := c.MemberListAt(epCtx, ep)
-			cancel()
-			if ownErr == nil {
-				view.list, view.degraded = own, true
-				break
-			}
-		}
-		if !view.degraded {
+	// A cluster that was silent on its last look is first asked for the
+	// members' own lists, and their metrics, at once: a member that
+	// answers at all answers these at once, and the linearizable list,
+	// which waits its whole timeout for a connection, follows only when
+	// one did. A look at a cluster that stays silent costs one step's
+	// timeout.
+	if r.memos.get(s.cluster).unreachableStreak().Passes > 0 {
+		readReports()
+		probeCtx, cancelProbe := context.WithTimeout(ctx, endpointTimeout)
+		_, _, probeErr := etcd.FirstMemberList(probeCtx, c, voters, others)
+		cancelProbe()
+		if probeErr != nil {
+			view.err = fmt.Errorf("no member answered since the last look: %w", probeErr)
 			return view
 		}
 	}
-	parent := ctx
-	ctx, cancel = context.WithTimeout(ctx, endpointTimeout)
-	defer cancel()
+	// Each step has its own budget: without a quorum the linearizable list
+	// waits out its deadline, and the fallback must still have time left.
+	listCtx, cancelList := context.WithTimeout(ctx, quorumReadTimeout)
+	view.list, err = c.MemberList(listCtx)
+	cancelList()
+	if err != nil {
+		view.err = fmt.Errorf("failed to list etcd members: %w", err)
+		if reports == nil {
+			readReports()
+		}
+		ownCtx, cancelOwn := context.WithTimeout(ctx, endpointTimeout)
+		own, _, ownErr := etcd.FirstMemberList(ownCtx, c, voters, others)
+		cancelOwn()
+		if ownErr != nil {
+			return view
+		}
+		view.list, view.degraded = own, true
+	}
+	statusCtx, cancelStatus := context.WithTimeout(ctx, endpointTimeout)
+	defer cancelStatus()
 	// One Status call per started member, concurrently, each writing its
 	// own slot; the map is filled afterwards by this goroutine alone.
 	results := make([]memberHealth, len(view.list.Members))
@@ -81,40 +126,33 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := c.Status(ctx, m.ClientURLs[0])
+			st, err := c.Status(statusCtx, m.ClientURLs[0])
 			results[i] = memberHealth{status: st, err: err}
 		}()
 	}
 	wg.Wait()
-	view.alarms, view.alarmErr = readAlarms(parent, c, view, results)
+	view.alarms, view.alarmErr = readAlarms(ctx, c, view, results)
 	for i, m := range view.list.Members {
 		results[i].alarms = view.alarms
 		view.health[m.ID] = results[i]
 	}
 	if r.memos.get(s.cluster).viewCheckDue(s.now) {
-		view.ownLists = ownMemberLists(ctx, c, view)
+		view.ownLists = ownMemberLists(statusCtx, c, view)
 	}
 	return view
 }
 
 // selfReports reads, at once and each under its own budget, the metrics
-// endpoint of every member with a Pod whose Status did not answer. Without
-// a quorum, a member restarted on its data serves no client request, and
-// its metrics are the only place it says how far it got.
-func (r *Reconciler) selfReports(ctx context.Context, s *scope, view etcdView) map[string]etcd.SelfReport {
+// endpoint of every member with a Pod. Without a quorum, a member
+// restarted on its data serves no client request, and its metrics are the
+// only place it says how far it got.
+func (r *Reconciler) selfReports(ctx context.Context, s *scope) map[string]etcd.SelfReport {
 	if r.Metrics == nil {
 		return nil
-	}
-	answered := map[uint64]bool{}
-	for id, h := range view.health {
-		answered[id] = h.err == nil
 	}
 	var ask []*v1alpha1.EtcdMember
 	for _, m := range s.members {
 		if p := s.pods[m.Name]; p == nil || p.Status.PodIP == "" {
-			continue
-		}
-		if id, err := etcd.ParseMemberID(m.Status.MemberID); err == nil && answered[id] {
 			continue
 		}
 		ask = append(ask, m)
@@ -142,6 +180,19 @@ func (r *Reconciler) selfReports(ctx context.Context, s *scope, view etcdView) m
 		}
 	}
 	return out
+}
+
+// unansweredOnly keeps the reports of members whose Status did not answer:
+// the metrics were read before the Statuses were known, and a member that
+// answered is judged from its Status.
+func unansweredOnly(s *scope, view etcdView, reports map[string]etcd.SelfReport) map[string]etcd.SelfReport {
+	for _, m := range s.members {
+		id, err := etcd.ParseMemberID(m.Status.MemberID)
+		if h, seen := view.health[id]; err == nil && seen && h.err == nil {
+			delete(reports, m.Name)
+		}
+	}
+	return reports
 }
 
 // readAlarms lists the cluster's alarms when a member that follows a leader
