@@ -9,7 +9,107 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 )
+
+// memberPolicyMessage is how the chart's ValidatingAdmissionPolicy refuses
+// a write of EtcdMember spec by anyone but the operator.
+const memberPolicyMessage = "EtcdMember spec is written by the etcd operator only"
+
+// TestTenantCannotWriteMemberSpec: a namespace user, even one granted
+// patch on EtcdMembers, cannot change a member's spec (the chart's
+// admission policy refuses it by name), while the aggregated edit role
+// lets them manage EtcdClusters and only read members. The operator's own
+// writes still pass: it replaces a member that lost its data (a new
+// EtcdMember, its spec patched) and the cluster heals.
+func TestTenantCannotWriteMemberSpec(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h := newHealCluster(ctx, t, "tenant", func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Storage = v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("256Mi"))}
+	})
+	g := h.g
+	admin := h.c
+	editor, owner := "editor@"+h.ns, "owner@"+h.ns
+
+	t.Log("editor holds Kubernetes' edit role, owner also patch and update on EtcdMembers")
+	bind := func(name, kind, role, user string) {
+		g.Expect(admin.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		})).To(Succeed())
+	}
+	g.Expect(admin.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "member-writer", Namespace: h.ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"etcdmembers"},
+			Verbs: []string{"get", "list", "patch", "update"}}},
+	})).To(Succeed())
+	bind("editor-edit", "ClusterRole", "edit", editor)
+	bind("owner-edit", "ClusterRole", "edit", owner)
+	bind("owner-members", "Role", "member-writer", owner)
+	as := func(user string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+		c, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
+		g.Expect(err).NotTo(HaveOccurred())
+		return c
+	}
+	asEditor, asOwner := as(editor), as(owner)
+
+	t.Log("edit reads members and edits clusters (aggregated roles), once aggregation has caught up")
+	var members v1alpha1.EtcdMemberList
+	g.Eventually(func() error {
+		return asEditor.List(ctx, &members, client.InNamespace(h.ns))
+	}).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(members.Items).To(HaveLen(3))
+	cl := &v1alpha1.EtcdCluster{}
+	g.Expect(asEditor.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: h.name}, cl)).To(Succeed())
+	patch := client.MergeFrom(cl.DeepCopy())
+	cl.Annotations = map[string]string{"team": "a"}
+	g.Expect(asEditor.Patch(ctx, cl, patch)).To(Succeed())
+
+	victim := h.pick(ctx, false)
+	edit := func(c client.Client, mutate func(*v1alpha1.EtcdMember)) error {
+		m := victim.DeepCopy()
+		patch := client.MergeFrom(m.DeepCopy())
+		mutate(m)
+		return c.Patch(ctx, m, patch)
+	}
+	t.Log("edit alone may not patch a member at all")
+	err := edit(asEditor, func(m *v1alpha1.EtcdMember) { m.Spec.ForceNewCluster = true })
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).NotTo(ContainSubstring(memberPolicyMessage), "RBAC refuses it before the policy")
+
+	t.Log("patch on members does not reach their spec: the policy refuses it")
+	for what, mutate := range map[string]func(*v1alpha1.EtcdMember){
+		"forceNewCluster": func(m *v1alpha1.EtcdMember) { m.Spec.ForceNewCluster = true },
+		"clientURL":       func(m *v1alpha1.EtcdMember) { m.Spec.ClientURL = "http://198.51.100.1:2379" },
+		"initialCluster":  func(m *v1alpha1.EtcdMember) { m.Spec.InitialCluster = m.Name + "=http://198.51.100.1:2380" },
+	} {
+		err := edit(asOwner, mutate)
+		g.Expect(err).To(HaveOccurred(), what)
+		g.Expect(err.Error()).To(ContainSubstring(memberPolicyMessage), what)
+	}
+	g.Expect(edit(asOwner, func(m *v1alpha1.EtcdMember) { m.Labels["team"] = "a" })).To(Succeed(), "metadata stays writable")
+	var still v1alpha1.EtcdMember
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(&victim), &still)).To(Succeed())
+	g.Expect(still.Spec).To(Equal(victim.Spec), "no refused write reached the member")
+
+	t.Log("the operator still heals the cluster: a new member replaces one whose data was lost")
+	h.recover(ctx, victim, "PodLost", func() error {
+		return env.Clientset.CoreV1().Pods(h.ns).Delete(ctx, victim.Name, metav1.DeleteOptions{})
+	})
+}
 
 // TestWatchNamespacesScopeTheServiceAccount renders the chart as a second
 // release watching one namespace and creates only its ServiceAccount and

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,4 +147,88 @@ func TestRenderedGrantsOnAPIServer(t *testing.T) {
 	create := rbac.Permission{Resource: "pods", Verb: "create"}
 	g.Expect(allowed(create, watched)).To(BeTrue())
 	g.Expect(allowed(create, unwatched)).To(BeFalse(), "the operator must not create Pods in a namespace it does not watch")
+}
+
+// TestMemberSpecIsTheOperators: the chart's ValidatingAdmissionPolicy
+// refuses writes of EtcdMember spec from anyone but the operator's
+// ServiceAccount, here a user RBAC lets do anything to EtcdMembers, while
+// the operator's own writes pass; metadata stays writable. The CRD's rules
+// still keep the operator itself from changing a member's identity.
+func TestMemberSpecIsTheOperators(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	admin := installChart(t)
+	const user = "tenant-admin"
+	policyMessage := "EtcdMember spec is written by the etcd operator only (" + operatorUser + ")"
+
+	g.Expect(admin.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "members", Namespace: watched},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"etcdmembers"}, Verbs: []string{"*"}}},
+	})).To(Succeed())
+	g.Expect(admin.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "members", Namespace: watched},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "members"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	})).To(Succeed())
+	as := func(name string, groups []string) client.Client {
+		cfg := rest.CopyConfig(apiserver)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: groups}
+		c, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
+		g.Expect(err).NotTo(HaveOccurred())
+		return c
+	}
+	operator, tenant := as(operatorUser, operatorGroups()), as(user, []string{"system:authenticated"})
+
+	member := func(name string) *v1alpha1.EtcdMember {
+		return &v1alpha1.EtcdMember{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: watched},
+			Spec: v1alpha1.EtcdMemberSpec{
+				ClusterName: "c", ClusterToken: "c-token",
+				PeerURL: "http://" + name + ".c." + watched + ".svc:2380", ClientURL: "http://" + name + ".c." + watched + ".svc:2379",
+			},
+		}
+	}
+	m := member("c-operators")
+	g.Expect(operator.Create(ctx, m)).To(Succeed(), "the operator creates members")
+
+	t.Log("a tenant's create is refused once the policy is in force")
+	g.Eventually(func() string {
+		err := tenant.Create(ctx, member("c-tenants"))
+		if err == nil {
+			_ = admin.Delete(ctx, member("c-tenants"))
+			return "admitted"
+		}
+		return err.Error()
+	}).WithTimeout(30 * time.Second).Should(ContainSubstring(policyMessage))
+
+	t.Log("a tenant's spec patch is refused, whatever the field")
+	for _, edit := range []func(*v1alpha1.EtcdMember){
+		func(m *v1alpha1.EtcdMember) { m.Spec.ForceNewCluster = true },
+		func(m *v1alpha1.EtcdMember) { m.Spec.InitialCluster = "c-operators=http://attacker.example:2380" },
+		func(m *v1alpha1.EtcdMember) { m.Spec.Version = "3.6.0" },
+	} {
+		patch := client.MergeFrom(m.DeepCopy())
+		edited := m.DeepCopy()
+		edit(edited)
+		err := tenant.Patch(ctx, edited, patch)
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		g.Expect(err.Error()).To(ContainSubstring(policyMessage))
+	}
+
+	t.Log("a tenant may still label the member")
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Labels = map[string]string{"team": "a"}
+	g.Expect(tenant.Patch(ctx, m, patch)).To(Succeed())
+
+	t.Log("the operator's own spec writes pass, but not a change of identity")
+	patch = client.MergeFrom(m.DeepCopy())
+	m.Spec.ForceNewCluster = true
+	g.Expect(operator.Patch(ctx, m, patch)).To(Succeed())
+	patch = client.MergeFrom(m.DeepCopy())
+	redirected := m.DeepCopy()
+	redirected.Spec.ClientURL = "http://attacker.example:2379"
+	err := operator.Patch(ctx, redirected, patch)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("spec.clientURL cannot be changed once set"))
 }
