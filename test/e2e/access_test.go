@@ -90,15 +90,19 @@ func TestTenantCannotWriteMemberSpec(t *testing.T) {
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 	g.Expect(err.Error()).NotTo(ContainSubstring(memberPolicyMessage), "RBAC refuses it before the policy")
 
-	t.Log("patch on members does not reach their spec: the policy refuses it")
-	for what, mutate := range map[string]func(*v1alpha1.EtcdMember){
-		"forceNewCluster": func(m *v1alpha1.EtcdMember) { m.Spec.ForceNewCluster = true },
-		"clientURL":       func(m *v1alpha1.EtcdMember) { m.Spec.ClientURL = "http://198.51.100.1:2379" },
-		"initialCluster":  func(m *v1alpha1.EtcdMember) { m.Spec.InitialCluster = m.Name + "=http://198.51.100.1:2380" },
+	t.Log("patch on members does not reach their spec: the policy refuses it, and the CRD an identity field first")
+	for what, refusal := range map[string]struct {
+		mutate  func(*v1alpha1.EtcdMember)
+		message string
+	}{
+		"forceNewCluster": {func(m *v1alpha1.EtcdMember) { m.Spec.ForceNewCluster = true }, memberPolicyMessage},
+		"initialCluster":  {func(m *v1alpha1.EtcdMember) { m.Spec.InitialCluster = m.Name + "=http://198.51.100.1:2380" }, memberPolicyMessage},
+		// The API server validates the object before admission policies run.
+		"clientURL": {func(m *v1alpha1.EtcdMember) { m.Spec.ClientURL = "http://198.51.100.1:2379" }, "spec.clientURL cannot be changed once set"},
 	} {
-		err := edit(asOwner, mutate)
+		err := edit(asOwner, refusal.mutate)
 		g.Expect(err).To(HaveOccurred(), what)
-		g.Expect(err.Error()).To(ContainSubstring(memberPolicyMessage), what)
+		g.Expect(err.Error()).To(ContainSubstring(refusal.message), what)
 	}
 	g.Expect(edit(asOwner, func(m *v1alpha1.EtcdMember) { m.Labels["team"] = "a" })).To(Succeed(), "metadata stays writable")
 	var still v1alpha1.EtcdMember
