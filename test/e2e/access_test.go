@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 )
 
 // memberPolicyMessage is how the chart's ValidatingAdmissionPolicy refuses
@@ -165,4 +168,64 @@ func TestWatchNamespacesScopeTheServiceAccount(t *testing.T) {
 	g.Expect(canI("get", "leases.coordination.k8s.io", "-n", unwatched)).To(Equal("no"))
 	g.Expect(canI("list", "nodes")).To(Equal("yes"))
 	g.Expect(canI("list", "storageclasses.storage.k8s.io")).To(Equal("yes"))
+}
+
+// TestOperatorScopedToAWatchedNamespace upgrades the suite's own release to
+// watch one namespace, so no second operator competes with it: the chart
+// then grants the operator's ServiceAccount its namespaced permissions
+// there only, and the operator, with nothing more, brings a cluster in that
+// namespace to Ready while the API server refuses it a Pod anywhere else.
+// The release is rolled back afterwards. It changes what the operator
+// watches, so it runs alone.
+func TestOperatorScopedToAWatchedNamespace(t *testing.T) {
+	framework.Serial(t)
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
+	watched := env.CreateNamespace(t, "only-watched")
+	unwatched := env.CreateNamespace(t, "not-watched")
+
+	helm := func(ctx context.Context, args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, "go", append([]string{"tool",
+			"-modfile=" + filepath.Join(env.RepoRoot, "hack", "tools", "helm", "go.mod"), "helm",
+			"--kubeconfig", env.Kubeconfig, "--namespace", framework.OperatorNamespace()}, args...)...)
+		cmd.Dir = env.RepoRoot
+		out, err := cmd.CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "helm %v:\n%s", args, out)
+	}
+	t.Log("upgrade the release to watch one namespace")
+	helm(ctx, "upgrade", "etcd-operator", filepath.Join(env.RepoRoot, "charts", "etcd-operator"), "--reuse-values",
+		"--set", "watchNamespaces={"+watched+"}", "--wait", "--timeout", "5m")
+	t.Cleanup(func() {
+		// The previous revision: every namespace watched again. The test's
+		// context is gone by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		helm(ctx, "rollback", "etcd-operator", "0", "--wait", "--timeout", "5m")
+		g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
+	})
+
+	sa := "system:serviceaccount:" + framework.OperatorNamespace() + ":etcd-operator"
+	canI := func(args ...string) string {
+		r := env.Kubectl(ctx, append([]string{"auth", "can-i", "--as", sa}, args...)...)
+		return strings.TrimSpace(r.Stdout)
+	}
+	g.Expect(canI("create", "pods", "-n", watched)).To(Equal("yes"))
+	g.Expect(canI("create", "pods", "-n", unwatched)).To(Equal("no"), "a Pod in a namespace the operator does not watch")
+	g.Expect(canI("list", "secrets", "--all-namespaces")).To(Equal("no"))
+
+	t.Log("the operator runs a cluster in the watched namespace with those grants alone")
+	c, err := env.Client()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Create(ctx, &v1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "scoped", Namespace: watched},
+		Spec: v1alpha1.EtcdClusterSpec{
+			Replicas:       ptr.To[int32](3),
+			MemberTemplate: v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("256Mi"))}},
+		},
+	})).To(Succeed())
+	_, err = framework.WaitForClusterReady(ctx, c, watched, "scoped", 5*time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
 }
