@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	// The operator image is the manager binary alone, with no CA
 	// certificates on disk; the snapshot Jobs reach S3 over HTTPS with
@@ -46,6 +45,7 @@ func registerControllers(mgr manager.Manager, o setup.ControllerOptions, np etcd
 
 type config struct {
 	metricsAddr         string
+	metricsCertDir      string
 	probeAddr           string
 	leaderElect         bool
 	etcdImageRepository string
@@ -63,8 +63,12 @@ type config struct {
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	var c config
-	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080",
-		"Address the metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", setup.DefaultMetricsBindAddress,
+		"Address the metrics endpoint binds to; 0 disables it. It serves HTTPS to callers the API server "+
+			"authenticates and authorizes for get on /metrics.")
+	fs.StringVar(&c.metricsCertDir, "metrics-cert-dir", "",
+		"Directory holding tls.crt and tls.key for the metrics endpoint; empty or without them, "+
+			"a self-signed certificate is made at start.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081",
 		"Address the /healthz and /readyz endpoints bind to.")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false,
@@ -179,7 +183,7 @@ func run(c config) error {
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        setup.NewScheme(),
 		Cache:                         setup.CacheOptions(namespaces),
-		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
+		Metrics:                       setup.MetricsServerOptions(c.metricsAddr, c.metricsCertDir),
 		HealthProbeBindAddress:        c.probeAddr,
 		LeaderElection:                c.leaderElect,
 		LeaderElectionID:              setup.LeaderElectionID,

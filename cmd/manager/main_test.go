@@ -24,7 +24,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	t.Setenv(setup.EnvClusterDomain, "")
 	t.Setenv(setup.EnvWatchNamespaces, "")
 	c := parse(t)
-	if c.metricsAddr != ":8080" || c.probeAddr != ":8081" || c.leaderElect {
+	if c.metricsAddr != ":8443" || c.metricsCertDir != "" || c.probeAddr != ":8081" || c.leaderElect {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if c.etcdImageRepository != setup.DefaultEtcdImageRepository || c.clusterDomain != "" || c.watchNamespaces != "" {

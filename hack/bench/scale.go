@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -114,15 +115,24 @@ func operatorUsage(ctx context.Context, env *framework.Env, window time.Duration
 	if err != nil {
 		return usage{}, err
 	}
+	// The metrics endpoint needs a token the chart's metrics-reader role
+	// authorizes.
+	token, unbind, err := env.ServiceAccountToken(ctx, framework.OperatorNamespace(), "bench-metrics-reader", framework.MetricsReaderRole)
+	if err != nil {
+		return usage{}, err
+	}
+	defer unbind()
 	type sample struct{ rss, cpu float64 }
 	read := func(ip string) (sample, error) {
-		resp, err := http.Get("http://" + ip + ":8080/metrics")
+		code, body, err := framework.OperatorMetrics(ctx, ip, token)
 		if err != nil {
 			return sample{}, err
 		}
-		defer resp.Body.Close()
+		if code != http.StatusOK {
+			return sample{}, fmt.Errorf("GET /metrics of %s: HTTP %d", ip, code)
+		}
 		var s sample
-		sc := bufio.NewScanner(resp.Body)
+		sc := bufio.NewScanner(bytes.NewReader(body))
 		for sc.Scan() {
 			fields := strings.Fields(sc.Text())
 			if len(fields) != 2 {

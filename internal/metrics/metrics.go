@@ -1,9 +1,10 @@
 // Package metrics holds the operator's own Prometheus metrics, one set of
 // series per EtcdCluster. They are registered on controller-runtime's
-// registry, so the manager's metrics endpoint (--metrics-bind-address, :8080
-// in the chart) serves them next to controller-runtime's, among them
-// controller_runtime_reconcile_total, controller_runtime_reconcile_errors_total
-// and controller_runtime_reconcile_time_seconds. Those are per controller;
+// registry, so the manager's metrics endpoint (--metrics-bind-address,
+// :8443 in the chart, HTTPS with a token) serves them next to
+// controller-runtime's, among them controller_runtime_reconcile_total,
+// controller_runtime_reconcile_errors_total and
+// controller_runtime_reconcile_time_seconds. Those are per controller;
 // the reconcile errors and durations here are per EtcdCluster, so that an
 // alert or a dashboard can name the cluster that is in trouble.
 //

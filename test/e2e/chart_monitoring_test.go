@@ -124,12 +124,18 @@ func TestChartMonitoringObjects(t *testing.T) {
 }
 
 // renderChart runs the pinned Helm's template on the chart with the given
-// extra arguments and decodes every object.
+// extra arguments, as make test-e2e's release, and decodes every object.
 func renderChart(ctx context.Context, t *testing.T, args ...string) []*unstructured.Unstructured {
 	t.Helper()
+	return renderChartAs(ctx, t, "etcd-operator", framework.OperatorNamespace(), args...)
+}
+
+// renderChartAs renders the chart as release in namespace.
+func renderChartAs(ctx context.Context, t *testing.T, release, namespace string, args ...string) []*unstructured.Unstructured {
+	t.Helper()
 	helm := append([]string{"tool", "-modfile=" + filepath.Join(env.RepoRoot, "hack", "tools", "helm", "go.mod"), "helm",
-		"template", "etcd-operator", filepath.Join(env.RepoRoot, "charts", "etcd-operator"),
-		"--namespace", framework.OperatorNamespace()}, args...)
+		"template", release, filepath.Join(env.RepoRoot, "charts", "etcd-operator"),
+		"--namespace", namespace}, args...)
 	cmd := exec.CommandContext(ctx, "go", helm...)
 	cmd.Dir = env.RepoRoot
 	var stderr bytes.Buffer

@@ -92,3 +92,46 @@ onto this chart and fails the render instead of silently granting nothing.
 {{- end }}
 {{- toYaml $rules }}
 {{- end }}
+
+{{/*
+Where each generated rule is granted. The operator's rules are split by
+resource into three lists, as YAML under the keys cluster, namespaced and
+nodeLease:
+- cluster: cluster-scoped kinds (nodes, persistent volumes, storage classes,
+  and the reviews the metrics endpoint asks), always in the ClusterRole;
+- nodeLease: the kubelets' Leases, read in kube-node-lease only (a Role);
+- namespaced: everything else, in the ClusterRole when every namespace is
+  watched, else in a Role in each watched namespace.
+A resource the chart does not know as cluster-scoped is taken as namespaced;
+test/rbac checks the split against a real API server.
+*/}}
+{{- define "etcd-operator.ruleSets" -}}
+{{- $clusterScoped := list "/nodes" "/persistentvolumes" "storage.k8s.io/storageclasses" "authentication.k8s.io/tokenreviews" "authorization.k8s.io/subjectaccessreviews" }}
+{{- $nodeLease := list "coordination.k8s.io/leases" }}
+{{- $sets := dict "cluster" (list) "namespaced" (list) "nodeLease" (list) }}
+{{- range $rule := include "etcd-operator.generatedRules" . | fromYamlArray }}
+{{- range $group := $rule.apiGroups }}
+{{- range $resource := $rule.resources }}
+{{- $key := printf "%s/%s" $group (regexReplaceAll "/.*$" $resource "") }}
+{{- $set := "namespaced" }}
+{{- if has $key $clusterScoped }}{{ $set = "cluster" }}{{ end }}
+{{- if has $key $nodeLease }}{{ $set = "nodeLease" }}{{ end }}
+{{- $one := dict "apiGroups" (list $group) "resources" (list $resource) "verbs" $rule.verbs }}
+{{- $_ := set $sets $set (append (get $sets $set) $one) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $sets }}
+{{- end }}
+
+{{/*
+The watched namespaces as a list; empty means every namespace.
+*/}}
+{{- define "etcd-operator.watchNamespaceList" -}}
+{{- $out := list }}
+{{- range splitList "," (include "etcd-operator.watchNamespaces" .) }}
+{{- $ns := trim . }}
+{{- if and $ns (not (has $ns $out)) }}{{ $out = append $out $ns }}{{ end }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}

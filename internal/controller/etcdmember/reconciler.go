@@ -50,7 +50,7 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers/status,verbs=get;patch
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch

@@ -62,7 +62,7 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdrecoveries,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdrecoveries/status,verbs=get;patch
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdrecoveries/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

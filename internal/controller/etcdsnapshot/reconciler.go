@@ -63,7 +63,7 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshots,verbs=get;list;watch
-// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshots/status,verbs=get;patch
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshots/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete

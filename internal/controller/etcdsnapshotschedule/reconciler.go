@@ -59,7 +59,8 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshotschedules,verbs=get;list;watch
-// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshotschedules/status,verbs=get;patch
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshotschedules/status,verbs=patch
+// +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshotschedules/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdsnapshots,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch

@@ -38,6 +38,12 @@ type PodScrapeJob struct {
 	PodLabels map[string]string
 	// TargetNamespace adds the Pod's namespace and name as namespace and pod.
 	TargetNamespace bool
+	// HTTPS scrapes over TLS without verifying the target's certificate
+	// (the operator's is self-signed), as the chart's ServiceMonitor does.
+	HTTPS bool
+	// BearerTokenFile is sent as the scrape's bearer token, as a
+	// Prometheus in the cluster sends its ServiceAccount's.
+	BearerTokenFile string
 }
 
 // Prometheus is a real Prometheus server on the host, upstream's, built from
@@ -145,14 +151,22 @@ func scrapeConfigs(jobs []PodScrapeJob, kubeconfig string) []any {
 				"target_label":  target,
 			})
 		}
-		out = append(out, map[string]any{
+		job := map[string]any{
 			"job_name":              j.Name,
 			"honor_labels":          j.HonorLabels,
 			"kubernetes_sd_configs": []any{kubernetesPodDiscovery(j, kubeconfig)},
 			"relabel_configs":       relabel,
 			"metrics_path":          "/metrics",
 			"scheme":                "http",
-		})
+		}
+		if j.HTTPS {
+			job["scheme"] = "https"
+			job["tls_config"] = map[string]any{"insecure_skip_verify": true}
+		}
+		if j.BearerTokenFile != "" {
+			job["authorization"] = map[string]any{"type": "Bearer", "credentials_file": j.BearerTokenFile}
+		}
+		out = append(out, job)
 	}
 	return out
 }
