@@ -116,7 +116,7 @@ func (r *Reconciler) restarting(s *scope) []string {
 // rollout takes it in turn like a template change.
 func (s *scope) podOutdated(m *v1alpha1.EtcdMember) bool {
 	p := s.pods[m.Name]
-	return p != nil && pod.Outdated(m, p.Annotations) && !pod.RestartApproved(m)
+	return p != nil && pod.Outdated(m, p) && !pod.RestartApproved(m)
 }
 
 // downFor is how long the kubelet has reported the member's Pod not ready:

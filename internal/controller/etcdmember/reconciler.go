@@ -213,7 +213,7 @@ func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMemb
 		return false, false, nil
 	}
 	h, hashed := p.Annotations[pod.TemplateHashAnnotation]
-	outdated := pod.Outdated(m, p.Annotations)
+	outdated := pod.Outdated(m, p)
 	// A rollout by an operator from before approvals changed the template
 	// of a Pod from before hashes; its RolledAt was the approval.
 	rolledBefore := !hashed && m.Status.RolledAt != nil && p.CreationTimestamp.Before(m.Status.RolledAt)
