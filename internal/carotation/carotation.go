@@ -27,6 +27,9 @@ type Input struct {
 	// OnBundle: every member's spec names the section's trust bundle, its
 	// Pod mounts it, and no restart is in flight.
 	OnBundle bool
+	// Behind: some member's spec names another trust bundle than the
+	// section's, which the rollout is bringing it off.
+	Behind bool
 	// Switched: every member was seen, this pass, serving certificates of
 	// the signing CA on the section's ports.
 	Switched bool
@@ -69,10 +72,14 @@ func Decide(in Input) Decision {
 		return Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}
 	case in.Previous:
 		return Decision{Phase: v1alpha1.CARotationSwitchingCertificates}
-	case !in.OnBundle:
+	case in.Behind:
 		// Members are being rolled off a bundle that is not the
 		// section's: the old CA leaving, after a rotation.
 		return Decision{Phase: v1alpha1.CARotationDroppingOldCA}
+	case !in.OnBundle:
+		// Something else is rolling (a new version, say): a rotation
+		// begins once it is done, one change at a time.
+		return Decision{}
 	case in.Requested:
 		return Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin}
 	case Due(in.NotBefore, in.NotAfter, in.LeafLifetime, in.Now):

@@ -149,15 +149,17 @@ func kubeletReady(p *corev1.Pod) bool {
 	return false
 }
 
-// restartMember gives the member the target template and approves its
-// restart to it. The template goes first: a member controller that sees it
-// without the approval waits, and if the approval then fails, the next pass
-// finds the member's Pod outdated and approves it in turn. The operator
+// restartMember gives the member the target template and trust bundles and
+// approves its restart to them. The template goes first: a member
+// controller that sees it without the approval waits, and if the approval
+// then fails, the next pass finds the member's Pod outdated and approves it
+// in turn. The operator
 // remembers the restart only once both are written (see restarting).
 func (r *Reconciler) restartMember(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) error {
 	if s.outdated(m) {
 		patch := client.MergeFrom(m.DeepCopy())
 		m.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
+		m.Spec.TLS = s.targetTLS(m)
 		if err := r.Patch(ctx, m, patch); err != nil {
 			return fmt.Errorf("failed to update the template of EtcdMember %s: %w", m.Name, err)
 		}
