@@ -179,3 +179,15 @@ func templateOnlyHash(m *v1alpha1.EtcdMember) string {
 	_, _ = h.Write(data)
 	return fmt.Sprintf("%016x", h.Sum64())
 }
+
+// The bundle a running Pod trusts is read from its volumes, whatever its
+// member's spec says since.
+func TestMountedTrustBundle(t *testing.T) {
+	g := NewWithT(t)
+	p := pod.Build(newParams(newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true)))))
+	g.Expect(pod.MountedTrustBundle(p, "peer")).To(Equal("demo-peer-trust-aaaa"))
+	g.Expect(pod.MountedTrustBundle(p, "client")).To(Equal("demo-client-trust-bbbb"))
+	p = pod.Build(newParams(newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(false)))))
+	g.Expect(pod.MountedTrustBundle(p, "client")).To(BeEmpty(), "without mutual TLS no client bundle is loaded")
+	g.Expect(pod.MountedTrustBundle(pod.Build(newParams(newMember())), "peer")).To(BeEmpty())
+}

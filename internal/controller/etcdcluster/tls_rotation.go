@@ -192,11 +192,21 @@ func (s *scope) onBundle(sec *tlsSection) bool {
 	return true
 }
 
-// behind: some member's spec names another trust bundle of the section.
+// behind: some member's spec, or the Pod that runs it, names another trust
+// bundle of the section.
 func (s *scope) behind(sec *tlsSection) bool {
 	for _, m := range append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...) {
-		if e := endpointOf(m.Spec.TLS, sec.name); e != nil && loadsTrust(sec.name, e) && e.TrustBundle != sec.bundle {
+		e := endpointOf(m.Spec.TLS, sec.name)
+		if e == nil || !loadsTrust(sec.name, e) {
+			continue
+		}
+		if e.TrustBundle != sec.bundle {
 			return true
+		}
+		if p := s.pods[m.Name]; p != nil {
+			if b := pod.MountedTrustBundle(p, sec.name); b != "" && b != sec.bundle {
+				return true
+			}
 		}
 	}
 	return false
