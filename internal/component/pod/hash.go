@@ -62,6 +62,13 @@ func legacyHashes(m *v1alpha1.EtcdMember) []string {
 	}
 }
 
+// LegacyHashOf reports whether h is a hash an older operator gave a Pod of
+// the member's template: a restart such an operator approved with it, and
+// whose Pod this operator has since hashed anew, went to this template.
+func LegacyHashOf(m *v1alpha1.EtcdMember, h string) bool {
+	return slices.Contains(legacyHashes(m), h)
+}
+
 func hashOf(v any) string {
 	data, err := json.Marshal(v)
 	if err != nil {

@@ -77,7 +77,10 @@ func (s *scope) backOn(m *v1alpha1.EtcdMember, hash string) bool {
 	}
 	// A Pod without the hash predates hashing (see pod.Outdated); the
 	// member controller hashes it, and every Pod it builds, at once.
-	if h, ok := p.Annotations[pod.TemplateHashAnnotation]; ok && h != hash {
+	// A restart an older operator approved carries its hash, which the
+	// member controller has since rewritten on the Pod in today's form.
+	if h, ok := p.Annotations[pod.TemplateHashAnnotation]; ok && h != hash &&
+		(h != pod.TemplateHash(m) || !pod.LegacyHashOf(m, hash)) {
 		return false
 	}
 	em, listed := s.inEtcd(m)

@@ -3,7 +3,9 @@ package etcdcluster
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
@@ -265,4 +268,38 @@ func TestCARotation_SurvivesAnOperatorRestart(t *testing.T) {
 	h.reconcile()
 	h.g.Expect(string(h.secret(v1alpha1.CASecretName(testName, "peer")).Data[nextCertKey])).To(Equal(nextPEM), "the same new CA")
 	h.rollThrough(names, func() bool { _, _, prev := h.caOf("peer"); return prev })
+}
+
+// A restart an operator from before trust bundles were hashed approved, of
+// a TLS member, ends when the member is back: the member controller has
+// rewritten the Pod's hash in today's form, which is no other template.
+func TestCARotation_ARestartApprovedByAnOlderOperatorEnds(t *testing.T) {
+	h := newHarness(t)
+	names := h.formedTLS(&v1alpha1.TLSSpec{})
+	m := h.member(names[1])
+	legacy := templateOnlyHash(m)
+	h.g.Expect(legacy).NotTo(Equal(pod.TemplateHash(m)))
+	now := metav1.NewTime(h.now)
+	m.Status.RolledAt, m.Status.RestartApproved = &now, legacy
+	h.g.Expect(h.c.Status().Update(context.Background(), m)).To(Succeed())
+	p := h.pod(names[1])
+	p.Annotations = map[string]string{pod.TemplateHashAnnotation: pod.TemplateHash(m)}
+	h.g.Expect(h.c.Update(context.Background(), p)).To(Succeed())
+	h.reconcile()
+	h.g.Expect(h.member(names[1]).Status.RolledAt).To(BeNil(), "back on its template: the rollout is not held")
+}
+
+// templateOnlyHash is the hash operators before trust bundles were hashed
+// gave a Pod, written out so that the test does not depend on the code it
+// checks.
+func templateOnlyHash(m *v1alpha1.EtcdMember) string {
+	data, err := json.Marshal(struct {
+		Template v1alpha1.MemberTemplate `json:"template"`
+	}{m.Spec.MemberTemplate})
+	if err != nil {
+		panic(err)
+	}
+	f := fnv.New64a()
+	_, _ = f.Write(data)
+	return fmt.Sprintf("%016x", f.Sum64())
 }
