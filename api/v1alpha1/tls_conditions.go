@@ -15,4 +15,12 @@ const (
 	// (cert-manager has not issued a Certificate yet). No member whose
 	// certificates are missing is started meanwhile.
 	TLSSourcePendingReason = "TLSSourcePending"
+	// CARotatingReason (Ready=False, Progressing=True): an operator-managed
+	// CA is being rotated by the three-pass bundle roll. The message says
+	// the pass of each section: 1 of 3, members restart one at a time to
+	// trust the old and the new CA; 2 of 3, certificates are reissued from
+	// the new CA and the operator waits until every member serves them
+	// (no restart); 3 of 3, members restart one at a time to trust the new
+	// CA alone. status.tls.<section>.rotation holds the same per section.
+	CARotatingReason = "CARotating"
 )

@@ -124,8 +124,9 @@ func (c ClientTLS) IsMutual() bool { return c.Mutual == nil || *c.Mutual }
 
 // OperatorManagedTLS tunes operator-managed certificates. Member and client
 // certificates are renewed at two thirds of their lifetime, without a
-// restart. A CA is not rotated in this version: pick a CA lifetime longer
-// than the cluster will live, or recreate the cluster before it ends.
+// restart. A CA is rotated, members restarting one at a time, once less
+// than the longer of a certificate lifetime and a fifth of its own lifetime
+// remains, or on request (the etcd.quorumctl.io/rotate-ca annotation).
 type OperatorManagedTLS struct {
 	// CADuration is the lifetime of a new CA. Defaults to 5 years.
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="tls.operatorManaged.caDuration must be at least 1h"
@@ -172,9 +173,31 @@ func sourceOrDefault(s CertificateSource) CertificateSource {
 // common name.
 const IssueClientCertificateAnnotation = "etcd.quorumctl.io/issue-client-certificate"
 
+// RotateCAAnnotation on an EtcdCluster asks the operator to rotate every
+// CA it keeps for the cluster (kubectl etcd rotate-ca sets it). Its value
+// names the request (any string; the plugin writes the time): a value the
+// operator has acted on, which status.tls.rotateCARequest records, is not
+// acted on again, so the annotation may stay. A request made while a
+// rotation runs starts after it, with a CA made after the request.
+const RotateCAAnnotation = "etcd.quorumctl.io/rotate-ca"
+
+// Phases of a CA rotation, in status.tls.<section>.rotation.
+const (
+	// CARotationTrustingNewCA: pass 1 of 3; members restart one at a time
+	// to trust the old and the new CA.
+	CARotationTrustingNewCA = "TrustingNewCA"
+	// CARotationSwitchingCertificates: pass 2 of 3; certificates are
+	// reissued from the new CA, in place.
+	CARotationSwitchingCertificates = "SwitchingCertificates"
+	// CARotationDroppingOldCA: pass 3 of 3; members restart one at a time
+	// to trust the new CA alone.
+	CARotationDroppingOldCA = "DroppingOldCA"
+)
+
 // MemberTLS is what shapes a member's TLS. It is decided when the member is
-// created and does not change afterwards: spec.tls is fixed at the
-// cluster's creation.
+// created; its trust bundles are rolled like the template (a CA rotation
+// changes them), the rest is fixed: spec.tls is fixed at the cluster's
+// creation.
 type MemberTLS struct {
 	// Peer is set when the member speaks TLS to its peers.
 	// +optional
@@ -203,6 +226,10 @@ type TLSStatus struct {
 	Peer *TLSSectionStatus `json:"peer,omitempty"`
 	// +optional
 	Client *TLSSectionStatus `json:"client,omitempty"`
+	// RotateCARequest is the last value of the etcd.quorumctl.io/rotate-ca
+	// annotation that started a rotation.
+	// +optional
+	RotateCARequest string `json:"rotateCARequest,omitempty"`
 }
 
 // TLSSectionStatus is one section's trust and certificates.
@@ -218,6 +245,11 @@ type TLSSectionStatus struct {
 	// renewal.
 	// +optional
 	NextRenewal *metav1.Time `json:"nextRenewal,omitempty"`
+	// Rotation is the pass of a CA rotation in progress
+	// (TrustingNewCA, SwitchingCertificates, DroppingOldCA); empty when
+	// none is.
+	// +optional
+	Rotation string `json:"rotation,omitempty"`
 }
 
 // Names of the objects the operator keeps for a cluster's TLS.

@@ -196,6 +196,13 @@ var commands = []command{
 		},
 	},
 	{
+		name: "rotate-ca", args: "CLUSTER", min: 1, max: 1,
+		summary: "Ask the operator to rotate the cluster's operator-managed CAs: members restart\none at a time to trust the old and the new CA, certificates switch, members\nrestart again to trust the new CA alone. Clients holding copies of\n<cluster>-admin-client must load its new ca.crt, then its new certificate.",
+		run: func(ctx context.Context, env *Env, w io.Writer, _ *options, args []string) error {
+			return runRotateCA(ctx, env, w, args[0], time.Now())
+		},
+	},
+	{
 		name: "move-leader", args: "CLUSTER --to MEMBER", min: 1, max: 1,
 		summary: "Hand the leadership to MEMBER, given by name or hex ID.",
 		flags: func(fs *flag.FlagSet, o *options) {

@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 )
@@ -29,19 +33,23 @@ func StartedToForce(podAnnotations map[string]string) bool {
 	return podAnnotations[ForceNewClusterAnnotation] == "true"
 }
 
-// TemplateHash is the hash of what in a member's spec shapes its Pod: its
-// template. The member's identity (its peer and client URLs) is left out:
-// it never changes for a running member, and the operator records it into
-// members created before it did so, which must restart nothing.
+// TemplateHash is the hash of what in a member's spec shapes its Pod and
+// may change under it: its template and its TLS, whose trust bundles a CA
+// rotation changes. The member's identity (its peer and client URLs) is
+// left out: it never changes for a running member, and the operator records
+// it into members created before it did so, which must restart nothing. A
+// member without TLS hashes as before TLS was hashed.
 func TemplateHash(m *v1alpha1.EtcdMember) string {
 	return hashOf(struct {
 		Template v1alpha1.MemberTemplate `json:"template"`
-	}{m.Spec.MemberTemplate})
+		TLS      *v1alpha1.MemberTLS     `json:"tls,omitempty"`
+	}{m.Spec.MemberTemplate, m.Spec.TLS})
 }
 
 // legacyHashes are the hashes operators before this one gave a Pod of the
 // same template: they hashed the recorded URLs with it, which were empty
-// until the operator recorded them into the member.
+// until the operator recorded them into the member, and they did not hash
+// the member's TLS.
 func legacyHashes(m *v1alpha1.EtcdMember) []string {
 	type shape struct {
 		Template  v1alpha1.MemberTemplate `json:"template"`
@@ -52,6 +60,13 @@ func legacyHashes(m *v1alpha1.EtcdMember) []string {
 		hashOf(shape{m.Spec.MemberTemplate, m.Spec.PeerURL, m.Spec.ClientURL}),
 		hashOf(shape{Template: m.Spec.MemberTemplate}),
 	}
+}
+
+// LegacyHashOf reports whether h is a hash an older operator gave a Pod of
+// the member's template: a restart such an operator approved with it, and
+// whose Pod this operator has since hashed anew, went to this template.
+func LegacyHashOf(m *v1alpha1.EtcdMember, h string) bool {
+	return slices.Contains(legacyHashes(m), h)
 }
 
 func hashOf(v any) string {
@@ -68,18 +83,39 @@ func hashOf(v any) string {
 // Outdated reports whether a Pod was built from another template than the
 // member's. A Pod without the annotation predates it and is taken as
 // current: its member's template could not have changed. A Pod hashed the
-// way an older operator hashed is current if its template is.
-func Outdated(m *v1alpha1.EtcdMember, podAnnotations map[string]string) bool {
-	h, ok := podAnnotations[TemplateHashAnnotation]
+// way an older operator hashed is current if its template is and it mounts
+// the trust bundles the member names: those hashes left TLS out, so they
+// say nothing of a trust bundle the member was given since.
+func Outdated(m *v1alpha1.EtcdMember, p *corev1.Pod) bool {
+	if p == nil {
+		return false
+	}
+	h, ok := p.Annotations[TemplateHashAnnotation]
 	if !ok || h == TemplateHash(m) {
 		return false
 	}
-	for _, legacy := range legacyHashes(m) {
-		if h == legacy {
-			return false
+	if !slices.Contains(legacyHashes(m), h) {
+		return true
+	}
+	return !mountsTrustOf(m, p)
+}
+
+// mountsTrustOf: the Pod mounts the trust bundles the member's spec names,
+// and no other.
+func mountsTrustOf(m *v1alpha1.EtcdMember, p *corev1.Pod) bool {
+	want := map[string]string{}
+	for _, v := range tlsVolumeList(m) {
+		if v.ConfigMap != nil {
+			want[v.Name] = v.ConfigMap.Name
 		}
 	}
-	return true
+	have := map[string]string{}
+	for _, v := range p.Spec.Volumes {
+		if (v.Name == peerTrustVolume || v.Name == clientTrustVolume) && v.ConfigMap != nil {
+			have[v.Name] = v.ConfigMap.Name
+		}
+	}
+	return maps.Equal(want, have)
 }
 
 // RestartApproved reports whether the cluster controller has approved
@@ -91,6 +127,6 @@ func RestartApproved(m *v1alpha1.EtcdMember) bool {
 // Leaving reports whether a Pod is on its way out: built from another
 // template than its member's, with the restart approved, so that the member
 // controller deletes it (or has, and the cache has not seen it yet).
-func Leaving(m *v1alpha1.EtcdMember, podAnnotations map[string]string) bool {
-	return Outdated(m, podAnnotations) && RestartApproved(m)
+func Leaving(m *v1alpha1.EtcdMember, p *corev1.Pod) bool {
+	return Outdated(m, p) && RestartApproved(m)
 }

@@ -161,9 +161,9 @@ func TestForceNewCluster_OnlyWhileTheSpecAsks(t *testing.T) {
 	g.Expect(pod.BuildStartupConfig(newParams(m)).Data).To(HaveKeyWithValue(v1alpha1.StartupForceNewClusterKey, "true"))
 	p = pod.Build(newParams(m))
 	g.Expect(pod.StartedToForce(p.Annotations)).To(BeTrue())
-	g.Expect(pod.Outdated(m, p.Annotations)).To(BeFalse())
+	g.Expect(pod.Outdated(m, p)).To(BeFalse())
 	m.Spec.ForceNewCluster = false
-	g.Expect(pod.Outdated(m, p.Annotations)).To(BeFalse(), "forcing is not a template change: a rollout never restarts for it")
+	g.Expect(pod.Outdated(m, p)).To(BeFalse(), "forcing is not a template change: a rollout never restarts for it")
 }
 
 func TestBuild_Args(t *testing.T) {
@@ -634,8 +634,8 @@ func TestTemplateHash(t *testing.T) {
 	g := NewWithT(t)
 	m := newMember()
 	p := pod.Build(newParams(m))
-	g.Expect(pod.Outdated(m, p.Annotations)).To(BeFalse())
-	g.Expect(pod.Outdated(m, nil)).To(BeFalse(), "a Pod from before the annotation is current")
+	g.Expect(pod.Outdated(m, p)).To(BeFalse())
+	g.Expect(pod.Outdated(m, &corev1.Pod{})).To(BeFalse(), "a Pod from before the annotation is current")
 
 	for name, change := range map[string]func(*v1alpha1.EtcdMember){
 		"version":          func(m *v1alpha1.EtcdMember) { m.Spec.Version = "3.6.17" },
@@ -645,7 +645,7 @@ func TestTemplateHash(t *testing.T) {
 		"image repository": func(m *v1alpha1.EtcdMember) { m.Spec.ImageRepository = "mirror.example/etcd" },
 	} {
 		changed := newMember(change)
-		g.Expect(pod.Outdated(changed, p.Annotations)).To(BeTrue(), "a change of the %s re-creates the Pod", name)
+		g.Expect(pod.Outdated(changed, p)).To(BeTrue(), "a change of the %s re-creates the Pod", name)
 	}
 	// What the operator writes for itself does not, nor does the member's
 	// identity, which the operator records into older members.
@@ -654,15 +654,15 @@ func TestTemplateHash(t *testing.T) {
 		m.Spec.InitialCluster = "x=y"
 		m.Spec.PeerURL, m.Spec.ClientURL = "http://x:2380", "http://x:2379"
 	})
-	g.Expect(pod.Outdated(same, p.Annotations)).To(BeFalse())
+	g.Expect(pod.Outdated(same, p)).To(BeFalse())
 	g.Expect(pod.RestartApproved(same)).To(BeFalse())
 	same.Status.RestartApproved = pod.TemplateHash(same)
 	g.Expect(pod.RestartApproved(same)).To(BeTrue())
-	g.Expect(pod.Leaving(same, p.Annotations)).To(BeFalse(), "approved, but built from the member's spec")
+	g.Expect(pod.Leaving(same, p)).To(BeFalse(), "approved, but built from the member's spec")
 	changed := newMember(func(m *v1alpha1.EtcdMember) { m.Spec.Version = "3.6.17" })
-	g.Expect(pod.Leaving(changed, p.Annotations)).To(BeFalse(), "outdated, not approved")
+	g.Expect(pod.Leaving(changed, p)).To(BeFalse(), "outdated, not approved")
 	changed.Status.RestartApproved = pod.TemplateHash(changed)
-	g.Expect(pod.Leaving(changed, p.Annotations)).To(BeTrue())
+	g.Expect(pod.Leaving(changed, p)).To(BeTrue())
 }
 
 func TestBuild_ImageRepositoryOfTheCluster(t *testing.T) {

@@ -141,6 +141,22 @@ func TLSMaterialNames(m *v1alpha1.EtcdMember) (secret string, configMaps []strin
 	return v1alpha1.MemberTLSSecretName(m.Name), configMaps
 }
 
+// MountedTrustBundle is the trust bundle ConfigMap a Pod mounts for the
+// section ("peer" or "client"), "" for none: what the etcd in it trusts,
+// whatever its member's spec says now.
+func MountedTrustBundle(p *corev1.Pod, section string) string {
+	want := peerTrustVolume
+	if section == v1alpha1.TLSSectionClient {
+		want = clientTrustVolume
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.Name == want && v.ConfigMap != nil {
+			return v.ConfigMap.Name
+		}
+	}
+	return ""
+}
+
 func tlsVolumeList(m *v1alpha1.EtcdMember) []corev1.Volume {
 	v, _ := tlsVolumes(m)
 	return v

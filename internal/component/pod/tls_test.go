@@ -1,6 +1,9 @@
 package pod_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -125,12 +128,66 @@ func TestTLSFlagsFollowTheMembersShape(t *testing.T) {
 	}
 }
 
-// The template hash is the template's alone: a member's TLS is decided at
-// its creation and never changes, and a renewed certificate changes only a
-// Secret's content, so neither restarts anything.
-func TestTLSLeavesTheTemplateHashAlone(t *testing.T) {
+// A member's trust bundles are in the template hash: a CA rotation changes
+// them, and etcd reads its CA files only at start, so the Pod is re-created
+// (through the rollout's approval). A member without TLS hashes as it did
+// before TLS was hashed.
+func TestTrustBundlesAreInTheTemplateHash(t *testing.T) {
 	g := NewWithT(t)
+	m := newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true)))
+	p := pod.Build(newParams(m))
+	g.Expect(pod.Outdated(m, p)).To(BeFalse())
+	rotated := m.DeepCopy()
+	rotated.Spec.TLS.Peer.TrustBundle = "demo-peer-trust-cccc"
+	g.Expect(pod.Outdated(rotated, p)).To(BeTrue(), "a new peer trust bundle re-creates the Pod")
+	rotated = m.DeepCopy()
+	rotated.Spec.TLS.Client.TrustBundle = "demo-client-trust-cccc"
+	g.Expect(pod.Outdated(rotated, p)).To(BeTrue(), "and so does a new client trust bundle")
+
 	plain := newMember()
-	withCerts := newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true)))
-	g.Expect(pod.TemplateHash(withCerts)).To(Equal(pod.TemplateHash(plain)))
+	g.Expect(pod.TemplateHash(plain)).To(Equal(templateOnlyHash(plain)), "plaintext members keep their hash")
+}
+
+// A Pod hashed by an operator that left TLS out is current while it mounts
+// the trust bundles its member names (upgrading the operator restarts
+// nothing), and outdated once the member names another (a rotation begun
+// before the member controller recorded today's hash still restarts it).
+func TestLegacyHashIsCurrentOnlyWithTheMembersTrust(t *testing.T) {
+	g := NewWithT(t)
+	m := newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true)))
+	p := pod.Build(newParams(m))
+	p.Annotations[pod.TemplateHashAnnotation] = templateOnlyHash(m)
+	g.Expect(templateOnlyHash(m)).NotTo(Equal(pod.TemplateHash(m)))
+	g.Expect(pod.Outdated(m, p)).To(BeFalse(), "an operator upgrade restarts nothing")
+
+	rotated := m.DeepCopy()
+	rotated.Spec.TLS.Peer.TrustBundle = "demo-peer-trust-cccc"
+	g.Expect(templateOnlyHash(rotated)).To(Equal(templateOnlyHash(m)), "the old hash cannot tell")
+	g.Expect(pod.Outdated(rotated, p)).To(BeTrue(), "the mounted bundle can")
+}
+
+// templateOnlyHash is the hash the operator gave Pods before TLS was in it,
+// written out so that the test does not depend on the code it checks.
+func templateOnlyHash(m *v1alpha1.EtcdMember) string {
+	data, err := json.Marshal(struct {
+		Template v1alpha1.MemberTemplate `json:"template"`
+	}{m.Spec.MemberTemplate})
+	if err != nil {
+		panic(err)
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// The bundle a running Pod trusts is read from its volumes, whatever its
+// member's spec says since.
+func TestMountedTrustBundle(t *testing.T) {
+	g := NewWithT(t)
+	p := pod.Build(newParams(newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true)))))
+	g.Expect(pod.MountedTrustBundle(p, "peer")).To(Equal("demo-peer-trust-aaaa"))
+	g.Expect(pod.MountedTrustBundle(p, "client")).To(Equal("demo-client-trust-bbbb"))
+	p = pod.Build(newParams(newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(false)))))
+	g.Expect(pod.MountedTrustBundle(p, "client")).To(BeEmpty(), "without mutual TLS no client bundle is loaded")
+	g.Expect(pod.MountedTrustBundle(pod.Build(newParams(newMember())), "peer")).To(BeEmpty())
 }

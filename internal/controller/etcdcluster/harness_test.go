@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -67,6 +68,7 @@ func newHarness(t *testing.T) *harness {
 	_ = corev1.AddToScheme(scheme)
 	_ = coordinationv1.AddToScheme(scheme)
 	_ = policyv1.AddToScheme(scheme)
+	_ = discoveryv1.AddToScheme(scheme)
 	_ = networkingv1.AddToScheme(scheme)
 	_ = storagev1.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)

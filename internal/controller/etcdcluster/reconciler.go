@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"time"
@@ -64,6 +65,9 @@ type Reconciler struct {
 	// NetworkPolicy is what every cluster's NetworkPolicy admits besides
 	// the cluster's own Pods, and whether the operator may keep them.
 	NetworkPolicy NetworkPolicyOptions
+	// ServedCertificate reads the certificate a member's endpoint serves,
+	// for a CA rotation's second pass; nil dials it (tests set it).
+	ServedCertificate func(ctx context.Context, endpoint string) (*x509.Certificate, error)
 
 	// memos keeps per-cluster timers and restore refusals between
 	// passes; see memo.

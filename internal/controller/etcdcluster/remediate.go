@@ -76,7 +76,7 @@ func (r *Reconciler) assessMembers(s *scope) []brokenMember {
 		}
 		v, act := remediation.Assess(facts, s.now)
 		switch {
-		case act && v.Hold && p != nil && pod.Leaving(m, p.Annotations):
+		case act && v.Hold && p != nil && pod.Leaving(m, p):
 			// The Pod the verdict is about is being re-created from a newer
 			// spec: its successor is judged on its own.
 		case act && v.Hold:

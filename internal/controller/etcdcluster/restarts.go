@@ -77,7 +77,10 @@ func (s *scope) backOn(m *v1alpha1.EtcdMember, hash string) bool {
 	}
 	// A Pod without the hash predates hashing (see pod.Outdated); the
 	// member controller hashes it, and every Pod it builds, at once.
-	if h, ok := p.Annotations[pod.TemplateHashAnnotation]; ok && h != hash {
+	// A restart an older operator approved carries its hash, which the
+	// member controller has since rewritten on the Pod in today's form.
+	if h, ok := p.Annotations[pod.TemplateHashAnnotation]; ok && h != hash &&
+		(h != pod.TemplateHash(m) || !pod.LegacyHashOf(m, hash)) {
 		return false
 	}
 	em, listed := s.inEtcd(m)
@@ -116,7 +119,7 @@ func (r *Reconciler) restarting(s *scope) []string {
 // rollout takes it in turn like a template change.
 func (s *scope) podOutdated(m *v1alpha1.EtcdMember) bool {
 	p := s.pods[m.Name]
-	return p != nil && pod.Outdated(m, p.Annotations) && !pod.RestartApproved(m)
+	return p != nil && pod.Outdated(m, p) && !pod.RestartApproved(m)
 }
 
 // downFor is how long the kubelet has reported the member's Pod not ready:
@@ -149,15 +152,17 @@ func kubeletReady(p *corev1.Pod) bool {
 	return false
 }
 
-// restartMember gives the member the target template and approves its
-// restart to it. The template goes first: a member controller that sees it
-// without the approval waits, and if the approval then fails, the next pass
-// finds the member's Pod outdated and approves it in turn. The operator
+// restartMember gives the member the target template and trust bundles and
+// approves its restart to them. The template goes first: a member
+// controller that sees it without the approval waits, and if the approval
+// then fails, the next pass finds the member's Pod outdated and approves it
+// in turn. The operator
 // remembers the restart only once both are written (see restarting).
 func (r *Reconciler) restartMember(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) error {
 	if s.outdated(m) {
 		patch := client.MergeFrom(m.DeepCopy())
 		m.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
+		m.Spec.TLS = s.targetTLS(m)
 		if err := r.Patch(ctx, m, patch); err != nil {
 			return fmt.Errorf("failed to update the template of EtcdMember %s: %w", m.Name, err)
 		}

@@ -18,9 +18,11 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/rollout"
 )
 
-// outdated: the member's template differs from the target.
+// outdated: the member's template, or its trust bundles, differ from the
+// target.
 func (s *scope) outdated(m *v1alpha1.EtcdMember) bool {
-	return !equality.Semantic.DeepEqual(m.Spec.MemberTemplate, s.cluster.Status.Observed.MemberTemplate)
+	return !equality.Semantic.DeepEqual(m.Spec.MemberTemplate, s.cluster.Status.Observed.MemberTemplate) ||
+		!equality.Semantic.DeepEqual(m.Spec.TLS, s.targetTLS(m))
 }
 
 // healthyMember: ready, answering, and following the quorum's leader.

@@ -72,7 +72,7 @@ func (w *world) observeEtcd(o *observed) {
 		// while etcd keeps a quorum without the member; the cluster
 		// controller's approval is what the safety checks judge it by.
 		o.up[m.Name] = o.podUp(&m) && w.faults[m.Name] == noFault
-		if p := o.pods[m.Name]; p != nil && pod.Leaving(&m, p.Annotations) {
+		if p := o.pods[m.Name]; p != nil && pod.Leaving(&m, p) {
 			o.leaving[m.Name] = true
 		}
 	}

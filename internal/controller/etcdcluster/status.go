@@ -193,6 +193,14 @@ func readyVoterPods(s *scope) int {
 // progressReason is what the cluster is doing, derived from the scope when
 // the pass did not record anything more specific.
 func progressReason(s *scope) (string, string) {
+	if rot := s.rotationSummary(); rot != "" && (s.progress.reason == "" || s.progress.reason == v1alpha1.RollingUpdateReason) {
+		// The rollout's restarts are the rotation's first and third
+		// passes: said as such, with the rollout's own word on where it is.
+		if s.progress.message != "" {
+			rot += " (" + s.progress.message + ")"
+		}
+		return v1alpha1.CARotatingReason, rot
+	}
 	if s.progress.reason != "" {
 		return s.progress.reason, s.progress.message
 	}

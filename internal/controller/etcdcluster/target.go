@@ -112,7 +112,7 @@ func (s *scope) targetReached() bool {
 		if s.cluster.Status.Observed != nil && s.outdated(m) {
 			return false
 		}
-		if p := s.pods[m.Name]; p != nil && pod.Outdated(m, p.Annotations) {
+		if p := s.pods[m.Name]; p != nil && pod.Outdated(m, p) {
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -39,6 +40,8 @@ type tlsSection struct {
 	// another source it exists only with mutual TLS, and signs only client
 	// certificates (the operator's and those issued on request).
 	ca *certs.KeyPair
+	// rotation is the state of the operator's CA, nil without one.
+	rotation *caState
 	// wanted are the CAs members of the section trust.
 	wanted certs.Bundle
 	// shared is the certificate every member serves with a Secret or a
@@ -47,13 +50,17 @@ type tlsSection struct {
 	// caNotAfter, nextRenewal are for status.
 	caNotAfter  time.Time
 	nextRenewal time.Time
+	// phase is the pass of a CA rotation in progress, "" for none.
+	phase string
 }
 
 // reconcileTLS keeps every certificate and trust bundle the cluster's TLS
-// needs. spec.tls is fixed at creation, so a member's TLS is decided once,
-// when it is created (newMemberTLS), and never rolled here. Renewed leaf
-// certificates go into the members' Secrets in place; etcd reads them at
-// every handshake, so a renewal restarts nothing.
+// needs, and takes the step of a CA rotation (tls_rotation.go). spec.tls is
+// fixed at creation, so a member's TLS is decided when it is created
+// (newMemberTLS); only its trust bundles change afterwards, which the
+// rollout applies (targetTLS), restarting members one at a time. Renewed
+// leaf certificates go into the members' Secrets in place; etcd reads them
+// at every handshake, so a renewal restarts nothing.
 func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, error) {
 	spec := s.cluster.Spec.TLS
 	s.tls = &tlsView{bundles: map[string]certs.Bundle{}}
@@ -102,8 +109,14 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, e
 	if err := r.collectBundles(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	res, err := r.rotateCAs(ctx, s, published)
 	r.recordTLSStatus(s)
-	return ctrl.Result{RequeueAfter: untilRenewal(s)}, nil
+	// The pass's look at the target was taken before the trust bundles
+	// were known: a rotation under way is no target reached.
+	if s.reached && s.rotationSummary() != "" {
+		s.reached = false
+	}
+	return soonest(res, ctrl.Result{RequeueAfter: untilRenewal(s)}), err
 }
 
 // untilRenewal is when the next certificate falls due, so that a renewal
@@ -161,7 +174,11 @@ func withScheme(u, scheme string) string {
 // recordTLSStatus reports each section's bundle and dates.
 func (r *Reconciler) recordTLSStatus(s *scope) {
 	sectionStatus := func(sec *tlsSection) *v1alpha1.TLSSectionStatus {
-		out := &v1alpha1.TLSSectionStatus{TrustBundle: sec.bundle}
+		out := &v1alpha1.TLSSectionStatus{TrustBundle: sec.bundle, Rotation: sec.phase}
+		if was := sectionStatusOf(s.cluster.Status.TLS, sec.name); was != nil && was.Rotation != "" && sec.phase == "" {
+			r.event(s.cluster, corev1.EventTypeNormal, "CARotationCompleted", "RotateCA",
+				"The %s CA rotation is complete: every member trusts the new CA alone", sec.name)
+		}
 		if !sec.caNotAfter.IsZero() {
 			t := metav1.NewTime(sec.caNotAfter)
 			out.CANotAfter = &t
@@ -172,7 +189,26 @@ func (r *Reconciler) recordTLSStatus(s *scope) {
 		}
 		return out
 	}
-	s.cluster.Status.TLS = &v1alpha1.TLSStatus{Peer: sectionStatus(s.tls.peer), Client: sectionStatus(s.tls.client)}
+	st := &v1alpha1.TLSStatus{Peer: sectionStatus(s.tls.peer), Client: sectionStatus(s.tls.client)}
+	if was := s.cluster.Status.TLS; was != nil {
+		st.RotateCARequest = was.RotateCARequest
+	}
+	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
+		if sec.rotation != nil && sec.rotation.request != "" {
+			st.RotateCARequest = sec.rotation.request
+		}
+	}
+	s.cluster.Status.TLS = st
+}
+
+func sectionStatusOf(st *v1alpha1.TLSStatus, section string) *v1alpha1.TLSSectionStatus {
+	if st == nil {
+		return nil
+	}
+	if section == v1alpha1.TLSSectionPeer {
+		return st.Peer
+	}
+	return st.Client
 }
 
 // noteRenewal keeps the earliest renewal time of the section, which is

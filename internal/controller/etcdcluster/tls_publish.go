@@ -124,10 +124,23 @@ func (r *Reconciler) publishMember(ctx context.Context, s *scope, m *v1alpha1.Et
 	if mc.secret != nil {
 		maps.Copy(data, mc.secret.Data)
 	}
+	// A new peer certificate comes with a new operator-issued client one:
+	// a CA rotation tells that the kubelet has brought the Secret's
+	// current content into the Pod by the client certificate the member
+	// serves, and the two files come in one piece (see switched).
+	peer, err := r.memberLeaf(s, s.tls.peer, m, mc.peer, false)
+	if err != nil {
+		return err
+	}
+	reissued := peer != nil && (mc.peer == nil || !peer.Cert.Equal(mc.peer.Cert))
+	clientLeaf, err := r.memberLeaf(s, s.tls.client, m, mc.client, reissued)
+	if err != nil {
+		return err
+	}
 	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
-		kp, err := r.memberLeaf(s, sec, m, mc.of(sec.name))
-		if err != nil {
-			return err
+		kp := peer
+		if sec == s.tls.client {
+			kp = clientLeaf
 		}
 		if kp == nil {
 			continue
@@ -166,15 +179,15 @@ func (r *Reconciler) publishMember(ctx context.Context, s *scope, m *v1alpha1.Et
 }
 
 // memberLeaf is the certificate the member's Secret must hold for the
-// section, or nil to leave it as it is.
-func (r *Reconciler) memberLeaf(s *scope, sec *tlsSection, m *v1alpha1.EtcdMember, have *certs.KeyPair) (*certs.KeyPair, error) {
+// section, or nil to leave it as it is; renew asks for a new one.
+func (r *Reconciler) memberLeaf(s *scope, sec *tlsSection, m *v1alpha1.EtcdMember, have *certs.KeyPair, renew bool) (*certs.KeyPair, error) {
 	if sec.source != v1alpha1.CertificateSourceOperatorManaged {
 		// The source renews it; the member's Secret follows in place.
 		return sec.shared, nil
 	}
 	signer := sec.ca
 	host := hostOf(r.peerURL(m))
-	if have != nil && !certs.RenewalDue(have.Cert, s.now) && have.Cert.VerifyHostname(host) == nil && certs.IssuedBy(have.Cert, signer.Cert) {
+	if have != nil && !renew && !certs.RenewalDue(have.Cert, s.now) && have.Cert.VerifyHostname(host) == nil && certs.IssuedBy(have.Cert, signer.Cert) {
 		sec.noteRenewal(certs.RenewalTime(have.Cert))
 		return have, nil
 	}

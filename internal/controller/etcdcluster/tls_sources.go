@@ -45,11 +45,12 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 		sec.source, src, mutual = spec.ClientSource(), spec.Client.CertificateSourceSpec, spec.Client.IsMutual()
 	}
 	if sec.source == v1alpha1.CertificateSourceOperatorManaged || mutual {
-		var err error
-		if sec.ca, err = r.ensureCA(ctx, s, name); err != nil {
+		st, err := r.ensureCA(ctx, s, name)
+		if err != nil {
 			return nil, err
 		}
-		sec.wanted = certs.NewBundle([]*x509.Certificate{sec.ca.Cert})
+		sec.ca, sec.rotation = st.signing, st
+		sec.wanted = certs.NewBundle(st.trusted())
 		sec.caNotAfter = sec.ca.Cert.NotAfter
 	}
 	if sec.source == v1alpha1.CertificateSourceOperatorManaged {
@@ -79,19 +80,18 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 	return sec, nil
 }
 
-// ensureCA returns the section's operator-managed CA, creating it once. It
-// is never replaced here: etcd reads its CA files only at start, so a new CA
-// needs the rolling restarts of a CA rotation, which this version does not
-// do.
-func (r *Reconciler) ensureCA(ctx context.Context, s *scope, section string) (*certs.KeyPair, error) {
+// ensureCA returns the section's operator-managed CA, creating it once,
+// with the rotation state its Secret keeps (see tls_rotation.go). It is
+// replaced only by a rotation: etcd reads its CA files only at start, so a
+// new CA needs the three passes of a bundle roll.
+func (r *Reconciler) ensureCA(ctx context.Context, s *scope, section string) (*caState, error) {
 	caLife, _ := s.cluster.Spec.TLS.Lifetimes()
 	name := v1alpha1.CASecretName(s.cluster.Name, section)
-	cn := fmt.Sprintf("%s %s CA (%s)", s.cluster.Name, section, s.cluster.Namespace)
 	secret := &corev1.Secret{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: name}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		ca, err := certs.NewCA(cn, s.now, caLife)
+		ca, err := certs.NewCA(caCommonName(s, section), s.now, caLife)
 		if err != nil {
 			return nil, err
 		}
@@ -102,16 +102,23 @@ func (r *Reconciler) ensureCA(ctx context.Context, s *scope, section string) (*c
 			// An AlreadyExists here is a cache behind: the next pass reads it.
 			return nil, fmt.Errorf("failed to create CA Secret %s: %w", name, err)
 		}
-		return ca, nil
+		return &caState{secret: secret, signing: ca}, nil
 	case err != nil:
 		return nil, fmt.Errorf("failed to get CA Secret %s: %w", name, err)
 	}
-	ca, err := certs.ParseKeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
+	st, err := readCAState(secret)
 	if err != nil {
 		return nil, &sourceInvalidError{message: fmt.Sprintf(
 			"the operator's CA Secret %s/%s is damaged (%v); restore it from a backup: the members trust only that CA", s.cluster.Namespace, name, err)}
 	}
-	return ca, nil
+	return st, nil
+}
+
+// caCommonName is the same for every CA of a section, the rotated ones
+// included: a member asking for a client certificate names the CAs it
+// accepts by subject, and one name covers both while both are trusted.
+func caCommonName(s *scope, section string) string {
+	return fmt.Sprintf("%s %s CA (%s)", s.cluster.Name, section, s.cluster.Namespace)
 }
 
 // readSourceSecret reads a user's (or cert-manager's) Secret and checks it

@@ -33,6 +33,9 @@ type EventRecorder interface {
 // Reconciler reconciles EtcdMember objects.
 type Reconciler struct {
 	client.Client
+	// APIReader reads what the cache does not hold (the client Service's
+	// EndpointSlices); the client when nil.
+	APIReader       client.Reader
 	Recorder        EventRecorder
 	Dialer          etcd.Dialer
 	ClusterDomain   string
@@ -47,6 +50,8 @@ type Reconciler struct {
 
 	// disruptions keeps a cluster's removals and restarts from interleaving.
 	disruptions disruptions
+	// drains times the client Service drains before restarts.
+	drains drains
 }
 
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdmembers,verbs=get;list;watch;patch
@@ -59,6 +64,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 
 // Reconcile makes one member real and reports on it.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
@@ -207,7 +213,7 @@ func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMemb
 		return false, false, nil
 	}
 	h, hashed := p.Annotations[pod.TemplateHashAnnotation]
-	outdated := pod.Outdated(m, p.Annotations)
+	outdated := pod.Outdated(m, p)
 	// A rollout by an operator from before approvals changed the template
 	// of a Pod from before hashes; its RolledAt was the approval.
 	rolledBefore := !hashed && m.Status.RolledAt != nil && p.CreationTimestamp.Before(m.Status.RolledAt)
@@ -241,6 +247,14 @@ func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMemb
 		if why != "" {
 			ctrl.LoggerFrom(ctx).Info("Holding an approved restart", "pod", p.Name, "reason", why)
 		}
+		if err == nil {
+			err = r.undrain(ctx, m, p)
+		}
+		return false, true, err
+	}
+	// Out of the client Service first, so that no new client request is
+	// sent to a member that is about to stop.
+	if drained, err := r.drain(ctx, m, p); err != nil || !drained {
 		return false, true, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Re-creating the member's Pod from its new template", "pod", p.Name)
@@ -252,6 +266,7 @@ func (r *Reconciler) restartIfOutdated(ctx context.Context, m *v1alpha1.EtcdMemb
 		return false, false, fmt.Errorf("failed to delete outdated Pod %s: %w", p.Name, err)
 	}
 	r.disruptions.restarted(m, p.UID)
+	r.drains.end(p.UID)
 	return true, false, nil
 }
 

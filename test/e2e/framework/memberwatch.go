@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -86,6 +87,8 @@ func (s MemberSample) Leader() uint64 {
 type MembersDownWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// tls asks the members over https with it, when set.
+	tls *tls.Config
 
 	mu        sync.Mutex
 	samples   []MemberSample
@@ -97,8 +100,14 @@ type MembersDownWatch struct {
 // answer within a second. The members are the cluster's EtcdMembers that
 // are not being deleted, so a member whose Pod is gone counts as down.
 func (e *Env) WatchMembersDown(ctx context.Context, ns, cluster string) *MembersDownWatch {
+	return e.WatchMembersDownTLS(ctx, ns, cluster, nil)
+}
+
+// WatchMembersDownTLS is WatchMembersDown for a cluster whose client port
+// serves TLS, asked over https with cfg.
+func (e *Env) WatchMembersDownTLS(ctx context.Context, ns, cluster string, cfg *tls.Config) *MembersDownWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &MembersDownWatch{cancel: cancel, done: make(chan struct{})}
+	w := &MembersDownWatch{cancel: cancel, done: make(chan struct{}), tls: cfg}
 	c, err := e.Client()
 	if err != nil {
 		w.unsampled = append(w.unsampled, err)
@@ -133,7 +142,10 @@ func (w *MembersDownWatch) run(ctx context.Context, e *Env, c client.Client, ns,
 		inFlight.Add(1)
 		go func() {
 			defer inFlight.Done()
-			s := sampleMembers(ctx, members, addrs)
+			if w.tls != nil {
+				addrs = httpsAddresses(addrs)
+			}
+			s := sampleMembers(ctx, members, addrs, w.tls)
 			s.Pods = procs
 			// A sample cut short by Stop would count members that were
 			// not asked to the end as down.
@@ -199,8 +211,17 @@ func (e *Env) clusterPods(ctx context.Context, ns, cluster string) ([]corev1.Pod
 	return pods.Items, nil
 }
 
-// sampleMembers asks each member with an address for its Status, all at once.
-func sampleMembers(ctx context.Context, members []string, addrs map[string]string) MemberSample {
+func httpsAddresses(addrs map[string]string) map[string]string {
+	out := map[string]string{}
+	for m, a := range addrs {
+		out[m] = HTTPS([]string{a})[0]
+	}
+	return out
+}
+
+// sampleMembers asks each member with an address for its Status, all at
+// once, over TLS with cfg when it is set.
+func sampleMembers(ctx context.Context, members []string, addrs map[string]string, cfg *tls.Config) MemberSample {
 	s := MemberSample{At: time.Now(), Members: members, Leaders: map[string]uint64{}, Why: map[string]string{}, Late: map[string]bool{}}
 	var eps []string
 	for _, m := range members {
@@ -208,7 +229,7 @@ func sampleMembers(ctx context.Context, members []string, addrs map[string]strin
 			eps = append(eps, ep)
 		}
 	}
-	answers, errs := statusEach(ctx, eps, memberAnswerTimeout)
+	answers, errs := statusEach(ctx, eps, memberAnswerTimeout, cfg)
 	for _, m := range members {
 		st, ok := answers[addrs[m]]
 		if !ok {
@@ -231,19 +252,23 @@ func sampleMembers(ctx context.Context, members []string, addrs map[string]strin
 // statusAll asks each endpoint, and only it, for its Status at once, each
 // call bounded by timeout. Endpoints that did not answer are left out.
 func statusAll(ctx context.Context, eps []string, timeout time.Duration) map[string]etcd.EndpointStatus {
-	out, _ := statusEach(ctx, eps, timeout)
+	out, _ := statusEach(ctx, eps, timeout, nil)
 	return out
 }
 
 // statusEach is statusAll with the error of each endpoint that did not
 // answer.
-func statusEach(ctx context.Context, eps []string, timeout time.Duration) (map[string]etcd.EndpointStatus, map[string]error) {
+func statusEach(ctx context.Context, eps []string, timeout time.Duration, cfg *tls.Config) (map[string]etcd.EndpointStatus, map[string]error) {
 	out := map[string]etcd.EndpointStatus{}
 	errs := map[string]error{}
 	if len(eps) == 0 {
 		return out, errs
 	}
-	c, err := etcd.NewDialer(etcd.WithCallTimeout(timeout)).Dial(ctx, eps)
+	var opts []etcd.DialOption
+	if cfg != nil {
+		opts = append(opts, etcd.WithClientTLS(cfg))
+	}
+	c, err := etcd.NewDialer(etcd.WithCallTimeout(timeout)).Dial(ctx, eps, opts...)
 	if err != nil {
 		for _, ep := range eps {
 			errs[ep] = err

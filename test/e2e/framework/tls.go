@@ -287,3 +287,65 @@ func ClusterClient(ctx context.Context, c client.Client, ns, cluster, endpoint s
 	}
 	return EtcdTLSClient(cfg, HTTPS([]string{endpoint})...)
 }
+
+// FollowClientSecret is a client configuration that follows a client
+// certificate Secret as a well-behaved client follows its files: it trusts
+// the Secret's ca.crt and presents its certificate as they are at each
+// handshake, re-reading them every half second until ctx ends. A CA
+// rotation relies on it: the Secret trusts the old and the new CA from the
+// first pass, and holds a certificate of the new one from the second.
+func FollowClientSecret(ctx context.Context, c client.Client, ns, name, serverName string) (*tls.Config, error) {
+	first, err := ReadClientSecret(ctx, c, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	current := first
+	go func() {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			s := &corev1.Secret{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+				continue
+			}
+			m := ClientMaterial{CertPEM: s.Data[corev1.TLSCertKey], KeyPEM: s.Data[corev1.TLSPrivateKeyKey], CAPEM: s.Data["ca.crt"]}
+			if _, err := tls.X509KeyPair(m.CertPEM, m.KeyPEM); err != nil || len(m.CAPEM) == 0 {
+				continue
+			}
+			mu.Lock()
+			current = m
+			mu.Unlock()
+		}
+	}()
+	now := func() ClientMaterial {
+		mu.Lock()
+		defer mu.Unlock()
+		return current
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// Verified in VerifyConnection, as in ClientMaterial.TLSConfig.
+		InsecureSkipVerify: true, //nolint:gosec // verified below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			cfg, err := now().TLSConfig(serverName, false)
+			if err != nil {
+				return err
+			}
+			return cfg.VerifyConnection(cs)
+		},
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			m := now()
+			pair, err := tls.X509KeyPair(m.CertPEM, m.KeyPEM)
+			if err != nil {
+				return nil, err
+			}
+			return &pair, nil
+		},
+	}, nil
+}

@@ -72,7 +72,7 @@ func TestLooksAtRealMembers(t *testing.T) {
 	if l := judgeQuorum(ctx, time.Now(), eps); !l.held || l.blind {
 		t.Fatalf("a whole cluster: %+v", l)
 	}
-	s := sampleMembers(ctx, names, addrs)
+	s := sampleMembers(ctx, names, addrs, nil)
 	if len(s.Down) != 0 || s.Leader() == 0 || s.Done.Before(s.At) {
 		t.Fatalf("a whole cluster's sample: %+v", s)
 	}
@@ -82,7 +82,7 @@ func TestLooksAtRealMembers(t *testing.T) {
 	if l := judgeQuorum(ctx, time.Now(), eps); l.held || l.blind {
 		t.Fatalf("one member of three left: %+v", l)
 	}
-	s = sampleMembers(ctx, names, addrs)
+	s = sampleMembers(ctx, names, addrs, nil)
 	if !slices.Equal(s.Down, []string{"m1", "m2"}) {
 		t.Fatalf("down %v, want the two killed", s.Down)
 	}

@@ -1,0 +1,112 @@
+package carotation
+
+import (
+	"time"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+// Stored is a section's rotation state, as its CA Secret holds it.
+type Stored struct {
+	// Next: a new CA is kept beside the signing one (pass 1).
+	Next bool
+	// Previous: the CA the signing one replaced is still trusted (pass 2).
+	Previous bool
+}
+
+// Input is what a pass observed of one section.
+type Input struct {
+	Stored
+	// Requested: a rotation was asked for and not acted on yet.
+	Requested bool
+	// NotBefore and NotAfter bound the signing CA's validity.
+	NotBefore, NotAfter time.Time
+	// LeafLifetime is the lifetime of the certificates the CA signs.
+	LeafLifetime time.Duration
+	Now          time.Time
+	// OnBundle: every member's spec names the section's trust bundle, its
+	// Pod mounts it, and no restart is in flight.
+	OnBundle bool
+	// Behind: some member's spec names another trust bundle than the
+	// section's, which the rollout is bringing it off.
+	Behind bool
+	// Switched: every member was seen, this pass, serving certificates of
+	// the signing CA on the section's ports.
+	Switched bool
+}
+
+// Step is what the pass does to the section's CA Secret.
+type Step string
+
+const (
+	// Stay: nothing to do.
+	Stay Step = ""
+	// Begin: make a new CA and keep it as next.
+	Begin Step = "Begin"
+	// Switch: next signs from now on; the signing CA is kept as previous.
+	Switch Step = "Switch"
+	// Drop: forget previous.
+	Drop Step = "Drop"
+)
+
+// Decision is the section's phase and step.
+type Decision struct {
+	// Phase is the pass in progress (v1alpha1.CARotation*), "" for none.
+	Phase string
+	Step  Step
+	// Expiring: the step begins a rotation because the CA nears its end.
+	Expiring bool
+}
+
+// Decide is the three-pass roll for one section. A step is taken only from
+// a settled state: a pass moves on once the members are where the pass put
+// them, and a new rotation begins only once the last one has ended, whether
+// it was asked for or the CA nears its end.
+func Decide(in Input) Decision {
+	switch {
+	case in.Next && in.OnBundle:
+		return Decision{Phase: v1alpha1.CARotationSwitchingCertificates, Step: Switch}
+	case in.Next:
+		return Decision{Phase: v1alpha1.CARotationTrustingNewCA}
+	case in.Previous && in.Switched:
+		return Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}
+	case in.Previous:
+		return Decision{Phase: v1alpha1.CARotationSwitchingCertificates}
+	case in.Behind:
+		// Members are being rolled off a bundle that is not the
+		// section's: the old CA leaving, after a rotation.
+		return Decision{Phase: v1alpha1.CARotationDroppingOldCA}
+	case !in.OnBundle:
+		// Something else is rolling (a new version, say): a rotation
+		// begins once it is done, one change at a time.
+		return Decision{}
+	case in.Requested:
+		return Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin}
+	case Due(in.NotBefore, in.NotAfter, in.LeafLifetime, in.Now):
+		return Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin, Expiring: true}
+	}
+	return Decision{}
+}
+
+// Due reports whether a CA valid from notBefore to notAfter is to be
+// rotated at now: once less than the longer of a leaf's lifetime and a
+// fifth of the CA's own lifetime remains.
+//
+// A leaf never outlives its CA, so from a leaf's lifetime before the CA's
+// end every renewal is cut short and renewals come ever closer; rotating
+// before then keeps every leaf full-length. A fifth of the CA's lifetime
+// (a year of the default five) leaves room for a rotation that stalls (a
+// member that does not come back holds the rollout) to be seen and fixed
+// long before anything expires.
+func Due(notBefore, notAfter time.Time, leafLifetime time.Duration, now time.Time) bool {
+	if notAfter.IsZero() {
+		return false
+	}
+	margin := max(leafLifetime, notAfter.Sub(notBefore)/5)
+	return notAfter.Sub(now) < margin
+}
+
+// DueAt is when Due becomes true, for the pass to come back then.
+func DueAt(notBefore, notAfter time.Time, leafLifetime time.Duration) time.Time {
+	return notAfter.Add(-max(leafLifetime, notAfter.Sub(notBefore)/5))
+}

@@ -1,0 +1,71 @@
+package carotation
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+)
+
+var (
+	t0   = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	year = 365 * 24 * time.Hour
+	day  = 24 * time.Hour
+)
+
+// steady is a section with a five-year CA issued at t0 and 90-day leaves,
+// every member on its bundle.
+func steady(now time.Time) Input {
+	return Input{NotBefore: t0, NotAfter: t0.Add(5 * year), LeafLifetime: 90 * day, Now: now, OnBundle: true}
+}
+
+func TestDecide(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   func(Input) Input
+		want Decision
+	}{
+		{"steady", func(in Input) Input { return in }, Decision{}},
+		{"asked for", func(in Input) Input { in.Requested = true; return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin}},
+		{"pass 1: members still rolling onto both CAs", func(in Input) Input { in.Next, in.OnBundle = true, false; return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA}},
+		{"pass 1 done: switch", func(in Input) Input { in.Next = true; return in },
+			Decision{Phase: v1alpha1.CARotationSwitchingCertificates, Step: Switch}},
+		{"pass 2: not every member serves the new certificates yet", func(in Input) Input { in.Previous = true; return in },
+			Decision{Phase: v1alpha1.CARotationSwitchingCertificates}},
+		{"pass 2 done: drop", func(in Input) Input { in.Previous, in.Switched = true, true; return in },
+			Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}},
+		{"pass 3: members rolling onto the new CA alone", func(in Input) Input { in.OnBundle, in.Behind = false, true; return in },
+			Decision{Phase: v1alpha1.CARotationDroppingOldCA}},
+		{"a request during pass 3 waits for its end", func(in Input) Input { in.OnBundle, in.Behind, in.Requested = false, true, true; return in },
+			Decision{Phase: v1alpha1.CARotationDroppingOldCA}},
+		{"a request during another rollout waits for its end", func(in Input) Input { in.OnBundle, in.Requested = false, true; return in },
+			Decision{}},
+		{"a request during pass 1 is no second new CA", func(in Input) Input { in.Next, in.OnBundle, in.Requested = true, false, true; return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA}},
+		{"nearing expiry", func(in Input) Input { in.Now = t0.Add(4*year + day); return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin, Expiring: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(Decide(tc.in(steady(t0.Add(day))))).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestDue(t *testing.T) {
+	g := NewWithT(t)
+	// Five years, 90-day leaves: a fifth (a year) is the longer margin.
+	g.Expect(Due(t0, t0.Add(5*year), 90*day, t0.Add(4*year-day))).To(BeFalse())
+	g.Expect(Due(t0, t0.Add(5*year), 90*day, t0.Add(4*year+day))).To(BeTrue())
+	g.Expect(DueAt(t0, t0.Add(5*year), 90*day)).To(Equal(t0.Add(4 * year)))
+	// A 10-hour CA with 5-hour leaves: the leaf's lifetime is longer than
+	// a fifth (2 h), so the rotation starts 5 hours before the end, before
+	// any leaf would be cut short.
+	g.Expect(Due(t0, t0.Add(10*time.Hour), 5*time.Hour, t0.Add(5*time.Hour-time.Minute))).To(BeFalse())
+	g.Expect(Due(t0, t0.Add(10*time.Hour), 5*time.Hour, t0.Add(5*time.Hour+time.Minute))).To(BeTrue())
+	g.Expect(Due(time.Time{}, time.Time{}, time.Hour, t0)).To(BeFalse(), "no CA, nothing due")
+}
