@@ -70,6 +70,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&etcdmember.Reconciler{
 		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
 		Recorder:        mgr.GetEventRecorder("etcdmember-controller"),
 		Dialer:          dialer,
 		ClusterDomain:   opts.ClusterDomain,
@@ -101,6 +102,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&etcdrecovery.Reconciler{
 		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
 		Recorder:      mgr.GetEventRecorder("etcdrecovery-controller"),
 		Dialer:        dialer,
 		Metrics:       metrics,

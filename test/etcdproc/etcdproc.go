@@ -256,6 +256,9 @@ func (m *Member) start() error {
 	return nil
 }
 
+// Bin is the etcd binary the member runs, for a member that joins it.
+func (m *Member) Bin() string { return m.bin }
+
 // Kill ends the process at once, as a crash or a lost node would.
 func (m *Member) Kill() {
 	if m.cmd == nil {

@@ -4,6 +4,7 @@ package tlsproc_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,6 +116,36 @@ func TestAuthPassword(t *testing.T) {
 			_, err = snap.Read(buf)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(snap.Close()).To(Succeed())
+
+			// A learner refuses most requests; a dial to it alone with a
+			// password still gets its token (through the leader) and its
+			// Status, as the member controller's version check needs.
+			learner := etcdproc.NewMember(t, members[0].Bin(), "learner", members[0])
+			var added etcd.Member
+			// etcd refuses a reconfiguration until its peers have been
+			// connected for a while.
+			g.Eventually(func() error {
+				added, _, err = root.MemberAddAsLearner(ctx, []string{learner.PeerURL})
+				return err
+			}).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+			initial := []string{"learner=" + learner.PeerURL}
+			for _, m := range members {
+				initial = append(initial, m.Name+"="+m.PeerURL)
+			}
+			g.Expect(learner.Join(strings.Join(initial, ","))).To(Succeed())
+			g.Eventually(func() error {
+				lc, err := authDial(t, []string{learner.ClientURL}, etcd.WithPassword(etcd.RootUser, rootPassword))
+				if err != nil {
+					return err
+				}
+				st, err := lc.Status(ctx, learner.ClientURL)
+				if err == nil && !st.IsLearner {
+					return fmt.Errorf("not a learner: %+v", st)
+				}
+				return err
+			}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(), "a dial to the learner alone, with a password")
+			_, err = root.MemberRemove(ctx, added.ID)
+			g.Expect(err).NotTo(HaveOccurred())
 
 			// A restarted member has forgotten every simple token.
 			members[2].Stop()

@@ -125,7 +125,7 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		}
 		// A reply over the bound stalls the cluster (see stalls), which
 		// announceStalled reports in an Event once.
-		reason, msg := unanswered(s.etcd.err)
+		reason, msg := unanswered(s)
 		s.setProgress(reason, "%s", msg)
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 	}

@@ -138,6 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.reconcilePDB,
 		r.observeMaintenance,
 		r.reconcileMembership,
+		r.reconcileAuth,
 	})
 	return soonest(result, untilDeadline(s)), nil
 }

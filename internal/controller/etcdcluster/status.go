@@ -141,7 +141,7 @@ func setAvailable(s *scope) {
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, v1alpha1.BootstrappingReason,
 			"the seed member has not formed the cluster yet")
 	case !s.etcd.usable():
-		reason, msg := unanswered(s.etcd.err)
+		reason, msg := unanswered(s)
 		setCondition(s, v1alpha1.AvailableCondition, metav1.ConditionFalse, reason, msg)
 	default:
 		voters, healthy := len(s.etcd.voters()), s.etcd.healthyVoters()
@@ -164,7 +164,11 @@ func setAvailable(s *scope) {
 // the member runs something that is not etcd as the operator knows it (an
 // image a user chose, say), asking again gets the same reply, and a person
 // has to change the image.
-func unanswered(err error) (reason, message string) {
+func unanswered(s *scope) (reason, message string) {
+	if reason, message, ok := authFailure(s); ok {
+		return reason, message
+	}
+	err := s.etcd.err
 	if etcd.IsReplyTooLarge(err) {
 		return v1alpha1.EtcdReplyTooLargeReason, fmt.Sprintf("a member answered with more than the operator reads of one reply; check that the member image runs etcd: %v", err)
 	}
@@ -208,6 +212,8 @@ func setProgressing(s *scope) {
 	switch {
 	case s.reached && specMatchesObserved(s.cluster) && s.desiredReplicas() == 0:
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.PausedReason, "paused at replicas 0")
+	case s.reached && specMatchesObserved(s.cluster) && authPending(s) && stalledBy(s) == "":
+		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionTrue, v1alpha1.EnablingAuthReason, "turning etcd's authentication on, as spec.auth asks")
 	case s.reached && specMatchesObserved(s.cluster):
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason,
 			fmt.Sprintf("%d of %d members ready", len(s.members), s.desiredReplicas()))
@@ -239,6 +245,8 @@ func setReady(s *scope) {
 		// Every member may be up, but the cluster refuses writes.
 		c := meta.FindStatusCondition(s.cluster.Status.Conditions, v1alpha1.MaintenanceCondition)
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, c.Reason, c.Message)
+	case s.reached && specMatchesObserved(s.cluster) && authPending(s) && s.desiredReplicas() > 0:
+		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.EnablingAuthReason, "turning etcd's authentication on, as spec.auth asks")
 	case s.reached && specMatchesObserved(s.cluster) && s.desiredReplicas() == 0:
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.PausedReason,
 			"paused at replicas 0, as the spec asks")
@@ -256,6 +264,9 @@ func setReady(s *scope) {
 // version change etcd does not allow, a rollout whose updated member does
 // not come back. Any other failed step is an error the next pass retries.
 func phaseFailure(s *scope) (string, string, bool) {
+	if reason, msg, failed := authFailure(s); failed {
+		return reason, msg, true
+	}
 	if s.versionRefused != nil {
 		return v1alpha1.VersionChangeRefusedReason, s.versionRefused.Message, true
 	}
@@ -327,6 +338,7 @@ var stalls = map[string]bool{
 	v1alpha1.NoSpaceOverQuotaReason: true, v1alpha1.NoSpaceRecoveryDisabledReason: true, v1alpha1.CorruptAlarmReason: true,
 	v1alpha1.TLSSourceInvalidReason: true, v1alpha1.NetworkPolicyNotPermittedReason: true,
 	v1alpha1.EtcdReplyTooLargeReason: true,
+	v1alpha1.AuthSecretInvalidReason: true, v1alpha1.AuthFailedReason: true, v1alpha1.AuthRequiredReason: true,
 }
 
 // stalledMessage says what the target is and what it is stuck on.
@@ -482,7 +494,7 @@ func maintenanceCondition(s *scope) (string, string, bool) {
 	case m.disarmed:
 		return v1alpha1.MaintenanceIdleReason, "NOSPACE is disarmed: the cluster takes writes again", false
 	case !m.decided && s.cluster.ClusterFormed() && !s.etcd.usable():
-		reason, msg := unanswered(s.etcd.err)
+		reason, msg := unanswered(s)
 		return reason, msg, false
 	case !m.decided:
 		return v1alpha1.MaintenanceIdleReason, "nothing to maintain: the cluster has not formed, or is paused", false

@@ -33,6 +33,10 @@ type EventRecorder interface {
 // Reconciler reconciles EtcdMember objects.
 type Reconciler struct {
 	client.Client
+	// APIReader reads a root Secret the user named (spec.auth), which the
+	// cache, holding only the operator's labelled objects, does not; nil
+	// reads it through Client.
+	APIReader client.Reader
 	Recorder        EventRecorder
 	Dialer          etcd.Dialer
 	ClusterDomain   string
@@ -293,7 +297,7 @@ func (r *Reconciler) deletePod(ctx context.Context, m *v1alpha1.EtcdMember) erro
 // observeVersion asks the member itself which etcd it runs. Best effort: a
 // failure leaves the version unknown until the next pass.
 func (r *Reconciler) observeVersion(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember) string {
-	access, err := etcdaccess.For(ctx, r.Client, cluster, []*v1alpha1.EtcdMember{m})
+	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, []*v1alpha1.EtcdMember{m})
 	if err != nil {
 		return ""
 	}

@@ -127,7 +127,7 @@ func (r *Reconciler) ask(ctx context.Context, cluster *v1alpha1.EtcdCluster, mem
 	if len(eps) == 0 {
 		return out
 	}
-	access, err := etcdaccess.For(ctx, r.Client, cluster, members)
+	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, members)
 	if err != nil {
 		for _, m := range members {
 			out[m.Name] = answer{err: err}
