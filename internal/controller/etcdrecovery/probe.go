@@ -136,8 +136,13 @@ func (r *Reconciler) ask(ctx context.Context, cluster *v1alpha1.EtcdCluster, mem
 	}
 	c, err := r.Dialer.Dial(ctx, eps, access.Options...)
 	if err != nil {
+		// A dial with root's password exchanges it for a token through
+		// raft, which a cluster without a quorum cannot do: the members'
+		// metrics are what is left, as for a member whose Status fails.
 		for _, m := range members {
-			out[m.Name] = answer{err: err}
+			a := answer{err: err}
+			a.report, a.metricsURL = r.selfReport(ctx, m)
+			out[m.Name] = a
 		}
 		return out
 	}
