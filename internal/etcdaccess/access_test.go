@@ -139,7 +139,9 @@ func TestForAuth(t *testing.T) {
 		return &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns"},
 			Spec: v1alpha1.EtcdClusterSpec{Auth: &v1alpha1.AuthSpec{Enabled: true, RootSecretName: secret}}}
 	}
-	creds := func(a Access) etcd.Credentials { return etcd.ResolveDial(etcd.DialSettings{}, a.Options...).Credentials }
+	creds := func(a Access) etcd.Credentials {
+		return etcd.ResolveDial(etcd.DialSettings{}, a.Options...).Credentials
+	}
 
 	t.Run("without spec.auth, no credentials", func(t *testing.T) {
 		g := NewWithT(t)

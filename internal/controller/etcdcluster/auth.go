@@ -138,7 +138,7 @@ func authFailure(s *scope) (reason, message string, ok bool) {
 	if c.AuthEnabled() {
 		for _, err := range append([]error{s.access.CredentialsErr}, s.phaseErrs...) {
 			// The generated Secret is missing only until this pass creates it.
-			if errors.As(err, &rs) && !(rs.Missing && c.Spec.Auth.RootSecretName == "") {
+			if errors.As(err, &rs) && (!rs.Missing || c.Spec.Auth.RootSecretName != "") {
 				return v1alpha1.AuthSecretInvalidReason, fmt.Sprintf("%v: put root's password under key %s", rs, v1alpha1.RootPasswordKey), true
 			}
 		}

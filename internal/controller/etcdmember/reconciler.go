@@ -36,7 +36,7 @@ type Reconciler struct {
 	// APIReader reads a root Secret the user named (spec.auth), which the
 	// cache, holding only the operator's labelled objects, does not; nil
 	// reads it through Client.
-	APIReader client.Reader
+	APIReader       client.Reader
 	Recorder        EventRecorder
 	Dialer          etcd.Dialer
 	ClusterDomain   string

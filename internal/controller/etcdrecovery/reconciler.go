@@ -48,8 +48,8 @@ type Reconciler struct {
 	// cache, holding only the operator's labelled objects, does not; nil
 	// reads it through Client.
 	APIReader client.Reader
-	Recorder EventRecorder
-	Dialer   etcd.Dialer
+	Recorder  EventRecorder
+	Dialer    etcd.Dialer
 	// Metrics reads a member's metrics endpoint when its client endpoint
 	// does not answer; nil leaves such a member unanswered.
 	Metrics       etcd.MetricsReader
