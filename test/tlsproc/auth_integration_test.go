@@ -5,6 +5,8 @@ package tlsproc_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/internal/certs"
 	"github.com/quorumctl/etcd-operator/internal/certs/certstest"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/test/etcdproc"
 	"github.com/quorumctl/etcd-operator/test/tlsproc"
@@ -96,6 +99,16 @@ func TestAuthPassword(t *testing.T) {
 			g.Expect(etcd.IsAuthRequired(err)).To(BeTrue(), "no identity: %v", err)
 			_, err = anon.Status(ctx, eps[0])
 			t.Logf("%s: Status without identity: %v", v, err)
+
+			// The member Pods' readiness probe asks for no identity.
+			for _, m := range members {
+				resp, err := http.Get(m.MetricsURL + pod.HealthPath)
+				g.Expect(err).NotTo(HaveOccurred())
+				body, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s: %s", m.Name, body)
+				g.Expect(string(body)).To(ContainSubstring(`"health":"true"`))
+			}
 
 			root, err := authDial(t, eps, etcd.WithPassword(etcd.RootUser, rootPassword))
 			g.Expect(err).NotTo(HaveOccurred())
