@@ -16,9 +16,8 @@ import (
 // is on. With it on, a call needs an identity: the dial's password user,
 // checked at Dial as clientv3 fetches its token there, or the common name
 // of the dial's client certificate, as members that check client
-// certificates take it. Member lists and AuthStatus need none, as in
-// etcd (seen in test/tlsproc); every other call but Status also needs the
-// root role, as every call the operator makes does in etcd.
+// certificates take it. Every call but Status also needs the root role,
+// as every call the operator makes does in etcd.
 type authState struct {
 	enabled bool
 	// users maps a name to its password ("" for none).
@@ -90,11 +89,7 @@ func (c *Client) identity() string {
 // Must be called with f.mu held.
 func (c *Client) permit(op string) error {
 	f := c.f
-	switch op {
-	case etcd.OpDial, etcd.OpAuthStatus, etcd.OpMemberList, etcd.OpMemberListAt:
-		return nil
-	}
-	if !f.auth.enabled || c.endpoints == nil {
+	if !f.auth.enabled || c.endpoints == nil || op == etcd.OpDial || op == etcd.OpAuthStatus {
 		return nil
 	}
 	user := c.identity()
