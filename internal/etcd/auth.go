@@ -31,8 +31,8 @@ type AuthSetup struct {
 	CertificateUsers []string
 }
 
-// AuthEnabled reports whether the cluster has authentication on. etcd
-// answers it to anyone, with authentication on or off.
+// AuthEnabled reports whether the cluster has authentication on. With it
+// off etcd answers anyone; with it on, any identity (not only root).
 func (c *client) AuthEnabled(ctx context.Context) (bool, error) {
 	var enabled bool
 	err := c.balanced(ctx, OpAuthStatus, func(ctx context.Context) error {

@@ -107,7 +107,9 @@ func TestClassifiers(t *testing.T) {
 		{"too many requests, as sent on the wire", status.Error(codes.Unknown, rpctypes.ErrTooManyRequests.Error()), []string{"Unavailable"}},
 
 		{"user empty", rpctypes.ErrUserEmpty, []string{"AuthRequired"}},
-		{"invalid token", rpctypes.ErrInvalidAuthToken, []string{"AuthRequired"}},
+		// A token the member does not know (yet): asking again helps.
+		{"invalid token", rpctypes.ErrInvalidAuthToken, []string{"Unavailable"}},
+		{"3.5 maintenance: token not known", status.Error(codes.Unknown, "auth: invalid auth token"), []string{"Unavailable"}},
 		{"unauthenticated", status.Error(codes.Unauthenticated, "who are you"), []string{"AuthRequired"}},
 		{"auth failed", rpctypes.ErrAuthFailed, []string{"AuthFailed"}},
 		{"permission denied", rpctypes.ErrPermissionDenied, []string{"AuthFailed"}},

@@ -16,8 +16,8 @@ import (
 // is on. With it on, a call needs an identity: the dial's password user,
 // checked at Dial as clientv3 fetches its token there, or the common name
 // of the dial's client certificate, as members that check client
-// certificates take it. Every call but Status also needs the root role,
-// as every call the operator makes does in etcd.
+// certificates take it. Every call but Status and AuthStatus also needs
+// the root role, as every call the operator makes does in etcd.
 type authState struct {
 	enabled bool
 	// users maps a name to its password ("" for none).
@@ -89,14 +89,14 @@ func (c *Client) identity() string {
 // Must be called with f.mu held.
 func (c *Client) permit(op string) error {
 	f := c.f
-	if !f.auth.enabled || c.endpoints == nil || op == etcd.OpDial || op == etcd.OpAuthStatus {
+	if !f.auth.enabled || c.endpoints == nil || op == etcd.OpDial {
 		return nil
 	}
 	user := c.identity()
 	if _, known := f.auth.users[user]; user == "" || !known {
 		return rpctypes.ErrUserEmpty
 	}
-	if op != etcd.OpStatus && !f.auth.root[user] {
+	if op != etcd.OpStatus && op != etcd.OpAuthStatus && !f.auth.root[user] {
 		return rpctypes.ErrPermissionDenied
 	}
 	return nil
