@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,45 +125,6 @@ func (r *Reconciler) ensureGeneratedRootSecret(ctx context.Context, s *scope) (b
 	r.event(s.cluster, corev1.EventTypeNormal, "RootPasswordGenerated", "Create",
 		"Generated root's password into Secret %s", name)
 	return true, nil
-}
-
-// authFailure is the reason and message of an identity problem the pass
-// ran into, for the Ready condition; ok is false without one. It is the
-// one place auth errors become reasons: the root Secret, then etcd's
-// refusals, by type.
-func authFailure(s *scope) (reason, message string, ok bool) {
-	c := s.cluster
-	var rs *etcdaccess.RootSecretError
-	if c.AuthEnabled() {
-		for _, err := range append([]error{s.access.CredentialsErr}, s.phaseErrs...) {
-			// The generated Secret is missing only until this pass creates it.
-			if errors.As(err, &rs) && (!rs.Missing || c.Spec.Auth.RootSecretName != "") {
-				return v1alpha1.AuthSecretInvalidReason, fmt.Sprintf("%v: put root's password under key %s", rs, v1alpha1.RootPasswordKey), true
-			}
-		}
-	}
-	refused := s.etcd.err
-	if !etcd.IsAuthFailed(refused) && !etcd.IsAuthRequired(refused) {
-		refused = nil
-		for _, err := range s.phaseErrs {
-			if etcd.IsAuthFailed(err) || etcd.IsAuthRequired(err) {
-				refused = err
-				break
-			}
-		}
-	}
-	switch {
-	case refused == nil:
-		return "", "", false
-	case !c.AuthEnabled():
-		return v1alpha1.AuthRequiredReason, fmt.Sprintf(
-			"etcd's authentication is on and spec.auth does not enable it (a snapshot of a cluster with it on, or turned on by hand): set spec.auth.enabled and auth.rootSecretName to a Secret with root's password (%v)", refused), true
-	case s.access.Identity == etcdaccess.IdentityCertificate:
-		return v1alpha1.AuthFailedReason, fmt.Sprintf(
-			"etcd refused the operator's client certificate (user %q): the user needs the root role (%v)", s.access.CertificateUser, refused), true
-	}
-	return v1alpha1.AuthFailedReason, fmt.Sprintf(
-		"etcd refused root's password from Secret %s/%s: put root's current password in it (%v)", c.Namespace, c.RootSecretName(), refused), true
 }
 
 // authPending: spec.auth asks for authentication that is not on yet.

@@ -14,6 +14,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/component/netpol"
 	"github.com/quorumctl/etcd-operator/internal/component/owner"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/maintenance"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
@@ -538,3 +539,42 @@ func ruleText(r maintenance.Rule) string {
 
 // noSpace: a NOSPACE alarm is active and was not disarmed this pass.
 func noSpace(s *scope) bool { return len(s.maint.alarms.NoSpace) > 0 && !s.maint.disarmed }
+
+// authFailure is the reason and message of an identity problem the pass
+// ran into, for the Ready condition; ok is false without one. It is the
+// one place auth errors become reasons: the root Secret, then etcd's
+// refusals, by type.
+func authFailure(s *scope) (reason, message string, ok bool) {
+	c := s.cluster
+	var rs *etcdaccess.RootSecretError
+	if c.AuthEnabled() {
+		for _, err := range append([]error{s.access.CredentialsErr}, s.phaseErrs...) {
+			// The generated Secret is missing only until this pass creates it.
+			if errors.As(err, &rs) && (!rs.Missing || c.Spec.Auth.RootSecretName != "") {
+				return v1alpha1.AuthSecretInvalidReason, fmt.Sprintf("%v: put root's password under key %s", rs, v1alpha1.RootPasswordKey), true
+			}
+		}
+	}
+	refused := s.etcd.err
+	if !etcd.IsAuthFailed(refused) && !etcd.IsAuthRequired(refused) {
+		refused = nil
+		for _, err := range s.phaseErrs {
+			if etcd.IsAuthFailed(err) || etcd.IsAuthRequired(err) {
+				refused = err
+				break
+			}
+		}
+	}
+	switch {
+	case refused == nil:
+		return "", "", false
+	case !c.AuthEnabled():
+		return v1alpha1.AuthRequiredReason, fmt.Sprintf(
+			"etcd's authentication is on and spec.auth does not enable it (a snapshot of a cluster with it on, or turned on by hand): set spec.auth.enabled and auth.rootSecretName to a Secret with root's password (%v)", refused), true
+	case s.access.Identity == etcdaccess.IdentityCertificate:
+		return v1alpha1.AuthFailedReason, fmt.Sprintf(
+			"etcd refused the operator's client certificate (user %q): the user needs the root role (%v)", s.access.CertificateUser, refused), true
+	}
+	return v1alpha1.AuthFailedReason, fmt.Sprintf(
+		"etcd refused root's password from Secret %s/%s: put root's current password in it (%v)", c.Namespace, c.RootSecretName(), refused), true
+}
