@@ -17,6 +17,7 @@ const DefaultEtcdVersion = "3.6.16"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.replicas) && self.replicas == 0)",message="a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.disasterRecovery) && has(self.disasterRecovery.automatic) && self.disasterRecovery.automatic == 'FromSurvivor')",message="disasterRecovery.automatic FromSurvivor is not possible for a Memory cluster: a survivor's data does not outlive the restart recovery needs; use FromSnapshot"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls) && (!has(self.tls) || self.tls == oldSelf.tls)",message="spec.tls cannot be changed on an existing cluster: turning TLS on or off, or changing its sources, is not supported yet"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.auth) || !has(oldSelf.auth.enabled) || !oldSelf.auth.enabled || (has(self.auth) && has(self.auth.enabled) && self.auth.enabled)",message="spec.auth.enabled cannot be turned off once it is on: the operator does not turn etcd's authentication off"
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 type EtcdClusterSpec struct {
 	// Replicas is the number of etcd members. Use an odd number: 3 tolerates
@@ -75,6 +76,11 @@ type EtcdClusterSpec struct {
 	// when the cluster is created and cannot be changed afterwards.
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// Auth turns on etcd's authentication (users, roles and root's
+	// password), also on a running cluster. It cannot be turned off.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
 
 	// NetworkPolicy is the NetworkPolicy the operator keeps for the
 	// cluster, on by default: the client port admits the operator, the
@@ -301,6 +307,11 @@ type EtcdClusterStatus struct {
 	// TLS is where the cluster's certificates and trust stand.
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// Auth is where etcd's authentication stands, once spec.auth asked
+	// for it.
+	// +optional
+	Auth *AuthStatus `json:"auth,omitempty"`
 
 	// RestoredFrom is the snapshot the cluster was created from, once its
 	// source has been checked.

@@ -102,6 +102,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&etcdrecovery.Reconciler{
 		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
 		Recorder:      mgr.GetEventRecorder("etcdrecovery-controller"),
 		Dialer:        dialer,
 		Metrics:       metrics,

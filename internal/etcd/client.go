@@ -63,11 +63,28 @@ func (c *client) single(ctx context.Context, op, endpoint string, timeout time.D
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := c.onEndpoint(ctx, endpoint, fn); err != nil {
+	err := c.onEndpoint(ctx, endpoint, fn)
+	// A member that has not applied the exchange of the client's password
+	// for its token yet refuses the token (see IsTokenNotKnown); clientv3
+	// does not renew it for etcd 3.5's maintenance calls, so ask again as
+	// the member catches up, within the call's own time.
+	for wait := tokenRetryWait; IsTokenNotKnown(err) && ctx.Err() == nil; wait *= 2 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			err = c.onEndpoint(ctx, endpoint, fn)
+		}
+	}
+	if err != nil {
 		return &CallError{Op: op, Endpoint: endpoint, Err: classifyReply(op, err)}
 	}
 	return nil
 }
+
+// tokenRetryWait is the first wait before a single-endpoint call refused
+// for an unknown token is asked again; a follower applies an entry within
+// milliseconds of its commit.
+const tokenRetryWait = 50 * time.Millisecond
 
 // onEndpoint runs fn over a connection that can reach only endpoint:
 // clientv3's Dial builds it with a resolver holding just that address, and it

@@ -136,6 +136,10 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOptio
 	// Config.MaxCallRecvMsgSize bounds the calls clientv3 makes itself; the
 	// default call option bounds those the package makes on connections
 	// from Client.Dial, which take the dial options but not the call ones.
+	user, password := d.opts.username, d.opts.password
+	if !dial.Credentials.IsZero() {
+		user, password = dial.Credentials.User, dial.Credentials.Password
+	}
 	dialOpts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxReplyBytes))}
 	if dial.Addresses != nil {
 		dialOpts = append(dialOpts, grpc.WithContextDialer(dial.contextDialer()))
@@ -148,8 +152,8 @@ func (d *dialer) Dial(ctx context.Context, endpoints []string, opts ...DialOptio
 		// must not become a target behind its back.
 		AutoSyncInterval:   0,
 		TLS:                dial.TLS,
-		Username:           d.opts.username,
-		Password:           d.opts.password,
+		Username:           user,
+		Password:           password,
 		Logger:             d.opts.logger,
 		DialOptions:        dialOpts,
 		MaxCallRecvMsgSize: MaxReplyBytes,

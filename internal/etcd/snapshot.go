@@ -23,6 +23,18 @@ func (c *client) Snapshot(ctx context.Context, endpoint string) (*SnapshotStream
 	if err := c.dial.CheckEndpoints(endpoint); err != nil {
 		return nil, &CallError{Op: OpSnapshot, Endpoint: endpoint, Err: err}
 	}
+	if c.cli.Username != "" {
+		// A stream's refusal of a token the member does not know yet (see
+		// IsTokenNotKnown) comes with its first message, past where asking
+		// again is simple; a Status first waits until the member knows it.
+		err := c.single(ctx, OpSnapshot, endpoint, c.opts.callTimeout, func(ctx context.Context, conn *grpc.ClientConn) error {
+			_, err := statusOn(ctx, conn, endpoint)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	conn, err := c.cli.Dial(endpoint)
 	if err != nil {
 		return nil, &CallError{Op: OpSnapshot, Endpoint: endpoint, Err: fmt.Errorf("failed to dial endpoint: %w", err)}

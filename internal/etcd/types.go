@@ -174,6 +174,11 @@ type Client interface {
 	// writes. The stream is bounded by ctx alone, as a large database takes
 	// minutes; it is never buffered whole.
 	Snapshot(ctx context.Context, endpoint string) (*SnapshotStream, error)
+	// AuthEnabled reports whether etcd's authentication is on.
+	AuthEnabled(ctx context.Context) (bool, error)
+	// EnableAuth turns authentication on with root and setup's users (see
+	// AuthSetup); it is idempotent.
+	EnableAuth(ctx context.Context, setup AuthSetup) error
 	Endpoints() []string
 	Close() error
 }

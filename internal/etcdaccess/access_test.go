@@ -3,6 +3,7 @@ package etcdaccess
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func TestFor(t *testing.T) {
 	t.Run("plaintext dials without options", func(t *testing.T) {
 		g := NewWithT(t)
 		c := fakeclient.NewClientBuilder().WithScheme(scheme).Build()
-		a, err := For(context.Background(), c, cl, []*v1alpha1.EtcdMember{member(nil)})
+		a, err := For(context.Background(), c, nil, cl, []*v1alpha1.EtcdMember{member(nil)})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(a.HTTPS).To(BeFalse())
 		g.Expect(a.Options).To(BeEmpty())
@@ -87,7 +88,7 @@ func TestFor(t *testing.T) {
 		c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(bundle, operator).Build()
 		tc := cl.DeepCopy()
 		tc.Spec.TLS = &v1alpha1.TLSSpec{}
-		a, err := For(context.Background(), c, tc, []*v1alpha1.EtcdMember{member(mutual)})
+		a, err := For(context.Background(), c, nil, tc, []*v1alpha1.EtcdMember{member(mutual)})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(a.HTTPS).To(BeTrue())
 		g.Expect(a.URL("http://m.demo.ns.svc:2379")).To(Equal("https://m.demo.ns.svc:2379"))
@@ -101,7 +102,7 @@ func TestFor(t *testing.T) {
 		c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(bundle).Build()
 		tc := cl.DeepCopy()
 		tc.Spec.TLS = &v1alpha1.TLSSpec{}
-		a, err := For(context.Background(), c, tc, []*v1alpha1.EtcdMember{member(mutual)})
+		a, err := For(context.Background(), c, nil, tc, []*v1alpha1.EtcdMember{member(mutual)})
 		g.Expect(err).NotTo(HaveOccurred())
 		d := etcd.ResolveDial(etcd.DialSettings{}, a.Options...)
 		g.Expect(d.TLS).NotTo(BeNil())
@@ -115,4 +116,94 @@ func poolOf(cs ...*x509.Certificate) *x509.CertPool {
 		p.AddCert(c)
 	}
 	return p
+}
+
+func TestForAuth(t *testing.T) {
+	scheme := runtime.NewScheme()
+	NewWithT(t).Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	now := time.Now()
+	ca, err := certs.NewCA("client CA", now, time.Hour)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	leaf, err := certs.Issue(ca, certs.LeafRequest{CommonName: "root", Client: true, Lifetime: time.Hour}, now)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	operator := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.OperatorClientSecretName("demo"), Namespace: "ns"},
+		Data:       map[string][]byte{corev1.TLSCertKey: leaf.CertPEM, corev1.TLSPrivateKeyKey: leaf.KeyPEM},
+	}
+	generated := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "demo-etcd-root", Namespace: "ns"},
+		Data: map[string][]byte{"password": []byte("generated-pw")}}
+	users := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "ns"},
+		Data: map[string][]byte{"password": []byte("my-pw")}}
+	empty := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: "ns"}, Data: map[string][]byte{"username": []byte("root")}}
+	withAuth := func(secret string) *v1alpha1.EtcdCluster {
+		return &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns"},
+			Spec: v1alpha1.EtcdClusterSpec{Auth: &v1alpha1.AuthSpec{Enabled: true, RootSecretName: secret}}}
+	}
+	creds := func(a Access) etcd.Credentials {
+		return etcd.ResolveDial(etcd.DialSettings{}, a.Options...).Credentials
+	}
+
+	t.Run("without spec.auth, no credentials", func(t *testing.T) {
+		g := NewWithT(t)
+		c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(generated).Build()
+		cl := withAuth("")
+		cl.Spec.Auth = nil
+		a, err := For(context.Background(), c, nil, cl, []*v1alpha1.EtcdMember{member(nil)})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(a.Identity).To(Equal(IdentityNone))
+		g.Expect(creds(a).IsZero()).To(BeTrue())
+	})
+	t.Run("plaintext: root's generated password, from the cache", func(t *testing.T) {
+		g := NewWithT(t)
+		cached := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(generated).Build()
+		live := fakeclient.NewClientBuilder().WithScheme(scheme).Build()
+		a, err := For(context.Background(), cached, live, withAuth(""), []*v1alpha1.EtcdMember{member(nil)})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(a.Identity).To(Equal(IdentityPassword))
+		g.Expect(a.CredentialsErr).NotTo(HaveOccurred())
+		g.Expect(creds(a)).To(Equal(etcd.Credentials{User: "root", Password: "generated-pw"}))
+	})
+	t.Run("a Secret the user named is read past the cache", func(t *testing.T) {
+		g := NewWithT(t)
+		cached := fakeclient.NewClientBuilder().WithScheme(scheme).Build()
+		live := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(users).Build()
+		a, err := For(context.Background(), cached, live, withAuth("mine"), []*v1alpha1.EtcdMember{member(nil)})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(creds(a)).To(Equal(etcd.Credentials{User: "root", Password: "my-pw"}))
+	})
+	t.Run("a missing or empty Secret dials without and says why", func(t *testing.T) {
+		g := NewWithT(t)
+		c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(empty).Build()
+		for name, missing := range map[string]bool{"gone": true, "empty": false} {
+			a, err := For(context.Background(), c, c, withAuth(name), []*v1alpha1.EtcdMember{member(nil)})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(creds(a).IsZero()).To(BeTrue())
+			var rs *RootSecretError
+			g.Expect(errors.As(a.CredentialsErr, &rs)).To(BeTrue())
+			g.Expect(rs.Missing).To(Equal(missing))
+			g.Expect(rs.Secret).To(Equal("ns/" + name))
+		}
+	})
+	t.Run("mutual TLS: the certificate's user, no password", func(t *testing.T) {
+		g := NewWithT(t)
+		c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(operator, generated).Build()
+		cl := withAuth("")
+		cl.Spec.TLS = &v1alpha1.TLSSpec{}
+		mutual := &v1alpha1.MemberTLSEndpoint{TrustBundle: "c", ClientCertAuth: true}
+		a, err := For(context.Background(), c, nil, cl, []*v1alpha1.EtcdMember{member(mutual)})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(a.Identity).To(Equal(IdentityCertificate))
+		g.Expect(a.CertificateUser).To(Equal("root"))
+		g.Expect(creds(a).IsZero()).To(BeTrue())
+	})
+	t.Run("server-only TLS: the password", func(t *testing.T) {
+		g := NewWithT(t)
+		c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(operator, generated).Build()
+		cl := withAuth("")
+		cl.Spec.TLS = &v1alpha1.TLSSpec{Client: v1alpha1.ClientTLS{Mutual: ptr.To(false)}}
+		a, err := For(context.Background(), c, nil, cl, []*v1alpha1.EtcdMember{member(&v1alpha1.MemberTLSEndpoint{TrustBundle: "c"})})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(a.Identity).To(Equal(IdentityPassword))
+		g.Expect(creds(a).Password).To(Equal("generated-pw"))
+	})
 }

@@ -140,6 +140,12 @@ func (e *Env) connectTo(ctx context.Context, c *v1alpha1.EtcdCluster) (*session,
 		s.Close()
 		return nil, err
 	}
+	creds, err := e.credentials(ctx, s, https)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	opts = append(opts, creds...)
 	s.endpoints = map[string]string{}
 	if https {
 		var addresses map[string]string

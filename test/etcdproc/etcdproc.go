@@ -256,6 +256,9 @@ func (m *Member) start() error {
 	return nil
 }
 
+// Bin is the etcd binary the member runs, for a member that joins it.
+func (m *Member) Bin() string { return m.bin }
+
 // Kill ends the process at once, as a crash or a lost node would.
 func (m *Member) Kill() {
 	if m.cmd == nil {
@@ -382,21 +385,29 @@ func (m *Member) WaitExited(timeout time.Duration) error {
 // WaitReady polls until the member serves a linearizable read, which needs a
 // leader and this member caught up with it, or the process exits.
 func (m *Member) WaitReady(timeout time.Duration) error {
-	cli, err := clientv3.New(clientv3.Config{
+	return m.waitReady(timeout, "")
+}
+
+// WaitReadyWith is WaitReady on a cluster with authentication on, reading
+// as root with rootPassword. A client with a password fetches its token
+// when it is made, which needs the member ready, so each attempt makes one.
+func (m *Member) WaitReadyWith(timeout time.Duration, rootPassword string) error {
+	return m.waitReady(timeout, rootPassword)
+}
+
+func (m *Member) waitReady(timeout time.Duration, rootPassword string) error {
+	cfg := clientv3.Config{
 		Endpoints:   []string{m.ClientURL},
 		DialTimeout: time.Second,
 		TLS:         m.clientTLS,
 		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		return err
 	}
-	defer func() { _ = cli.Close() }()
+	if rootPassword != "" {
+		cfg.Username, cfg.Password = "root", rootPassword
+	}
 	deadline := time.Now().Add(timeout)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err = cli.Get(ctx, "etcdproc-ready")
-		cancel()
+		err := readOnce(cfg)
 		if err == nil {
 			return nil
 		}
@@ -410,6 +421,19 @@ func (m *Member) WaitReady(timeout time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// readOnce makes a client and does one linearizable read with it.
+func readOnce(cfg clientv3.Config) error {
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = cli.Get(ctx, "etcdproc-ready")
+	return err
 }
 
 // Version is the server version the member reports in its Status.

@@ -21,6 +21,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/certs"
 	"github.com/quorumctl/etcd-operator/internal/certs/certstest"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/test/etcdproc"
 )
 
@@ -89,4 +90,35 @@ func TestSnapshotAgentOverMutualTLS(t *testing.T) {
 	var plain agent.EtcdTLSArgs
 	res, _ = saveThroughMain(ctx, t, etcdproc.ClientURLs(c.members), plain)
 	g.Expect(res.Code).NotTo(Equal(backup.CodeOK), "no TLS, no snapshot")
+}
+
+// TestSnapshotAgentWithRootPassword: on a plaintext cluster with etcd's
+// authentication on, the agent with root's password in a file, mounted as
+// the snapshot Job mounts it, takes a snapshot; without it, or with a
+// wrong one, it cannot.
+func TestSnapshotAgentWithRootPassword(t *testing.T) {
+	g := NewWithT(t)
+	members := etcdproc.StartCluster(t, etcdproc.Binary(t, ""), etcdproc.Options{Members: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	eps := etcdproc.ClientURLs(members)
+	op, err := authDial(t, eps)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(op.EnableAuth(ctx, etcd.AuthSetup{RootPassword: rootPassword})).To(Succeed())
+	rev := writeKeys(ctx, t, clientv3.Config{Endpoints: eps, Username: "root", Password: rootPassword}, 100)
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "password")
+	g.Expect(os.WriteFile(file, []byte(rootPassword), 0o400)).To(Succeed())
+	res, _ := saveThroughMain(ctx, t, eps, agent.EtcdTLSArgs{PasswordFile: file})
+	g.Expect(res.Code).To(Equal(backup.CodeOK), "%+v", res)
+	g.Expect(res.Metadata.Revision).To(BeNumerically(">=", rev))
+
+	res, _ = saveThroughMain(ctx, t, eps, agent.EtcdTLSArgs{})
+	g.Expect(res.Code).NotTo(Equal(backup.CodeOK), "no identity, no snapshot")
+	wrong := filepath.Join(dir, "wrong")
+	g.Expect(os.WriteFile(wrong, []byte("guessed"), 0o400)).To(Succeed())
+	res, _ = saveThroughMain(ctx, t, eps, agent.EtcdTLSArgs{PasswordFile: wrong})
+	g.Expect(res.Code).NotTo(Equal(backup.CodeOK), "a wrong password, no snapshot")
+	g.Expect(res.Message).NotTo(ContainSubstring("guessed"))
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,5 +89,36 @@ func TestEtcdTLSArgsRoundTrip(t *testing.T) {
 	}
 	if out.EtcdTLS != in.EtcdTLS {
 		t.Fatalf("parsed %+v, want %+v", out.EtcdTLS, in.EtcdTLS)
+	}
+}
+
+// With authentication on, the agent reads root's password from the
+// mounted file and dials as root; a wrong one is a failed snapshot whose
+// message does not repeat it.
+func TestSaveAuthenticatesWithTheMountedPassword(t *testing.T) {
+	f, eps := threeMembers()
+	f.SetAuth(map[string]string{"root": "roots-pw"})
+	file := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(file, []byte("roots-pw"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if res := runSaveMain(t, f, eps, EtcdTLSArgs{PasswordFile: file}, nil); res.Code != backup.CodeOK {
+		t.Fatalf("result %+v, want OK", res)
+	}
+	if d := dialSettings(t, f); d.Credentials != (etcd.Credentials{User: "root", Password: "roots-pw"}) {
+		t.Fatalf("dialed as %v; want root with the mounted password", d.Credentials)
+	}
+
+	f, eps = threeMembers()
+	f.SetAuth(map[string]string{"root": "roots-pw"})
+	if err := os.WriteFile(file, []byte("guessed"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	res := runSaveMain(t, f, eps, EtcdTLSArgs{PasswordFile: file}, nil)
+	if res.Code == backup.CodeOK || strings.Contains(res.Message, "guessed") {
+		t.Fatalf("result %+v, want a failure that does not name the password", res)
+	}
+	if res := runSaveMain(t, f, eps, EtcdTLSArgs{PasswordFile: filepath.Join(t.TempDir(), "none")}, nil); res.Code != backup.CodeInvalidArguments {
+		t.Fatalf("result %+v, want InvalidArguments for a missing password file", res)
 	}
 }

@@ -36,6 +36,7 @@ const (
 	pvcVolume        = "snapshots"
 	caVolume         = "s3-ca"
 	etcdClientVolume = "etcd-client"
+	etcdRootVolume   = "etcd-root"
 
 	nonRootID int64 = 65532
 
@@ -277,21 +278,32 @@ func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, shape etcdacces
 // etcdAccess gives the snapshot Pod what the operator itself dials the
 // cluster with: once the members serve TLS on their client port, the
 // operator's client certificate and the client trust bundle, from the Secret
-// the operator keeps and renews in place.
+// the operator keeps and renews in place; with etcd's authentication on and
+// no client certificate to name the user, root's password from the root
+// Secret, mounted as a file (see etcdaccess.IdentityOf).
 //
-// The Secret is not optional: without it the operator cannot reach a
-// mutual-TLS cluster either, and the Pod waiting for it is reported as
-// stuck.
+// The Secrets are not optional: without them the operator cannot reach
+// the cluster either, and the Pod waiting for them is reported as stuck.
 func etcdAccess(c *v1alpha1.EtcdCluster, shape etcdaccess.Shape, a *agent.EtcdTLSArgs) ([]corev1.Volume, []corev1.VolumeMount) {
-	if !shape.HTTPS {
-		return nil, nil
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	if shape.HTTPS {
+		vols = append(vols, corev1.Volume{Name: etcdClientVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  v1alpha1.OperatorClientSecretName(c.Name),
+			DefaultMode: ptr.To(int32(0o440)),
+		}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: etcdClientVolume, MountPath: agent.DefaultEtcdTLSDir, ReadOnly: true})
+		a.InDir(agent.DefaultEtcdTLSDir)
 	}
-	vols := []corev1.Volume{{Name: etcdClientVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-		SecretName:  v1alpha1.OperatorClientSecretName(c.Name),
-		DefaultMode: ptr.To(int32(0o440)),
-	}}}}
-	mounts := []corev1.VolumeMount{{Name: etcdClientVolume, MountPath: agent.DefaultEtcdTLSDir, ReadOnly: true}}
-	a.InDir(agent.DefaultEtcdTLSDir)
+	if etcdaccess.IdentityOf(c, shape) == etcdaccess.IdentityPassword {
+		vols = append(vols, corev1.Volume{Name: etcdRootVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  c.RootSecretName(),
+			Items:       []corev1.KeyToPath{{Key: v1alpha1.RootPasswordKey, Path: v1alpha1.RootPasswordKey}},
+			DefaultMode: ptr.To(int32(0o440)),
+		}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: etcdRootVolume, MountPath: agent.DefaultEtcdRootDir, ReadOnly: true})
+		a.PasswordFile = agent.DefaultEtcdRootDir + "/" + v1alpha1.RootPasswordKey
+	}
 	return vols, mounts
 }
 

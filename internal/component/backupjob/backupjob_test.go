@@ -157,6 +157,54 @@ func TestSnapshotJobReachesTLSClusters(t *testing.T) {
 	}
 }
 
+// With etcd's authentication on, a snapshot Job authenticates as the
+// operator does: by the operator's client certificate with mutual TLS,
+// otherwise with root's password, mounted as a file from the root Secret
+// and named by path only, so that it is on no command line.
+func TestSnapshotJobAuthenticates(t *testing.T) {
+	cases := []struct {
+		name     string
+		shape    etcdaccess.Shape
+		secret   string
+		password bool
+	}{
+		{"plaintext, generated Secret", etcdaccess.Shape{}, "", true},
+		{"server TLS only, named Secret", etcdaccess.Shape{TLS: true, HTTPS: true}, "roots", true},
+		{"mutual TLS: the certificate", etcdaccess.Shape{TLS: true, HTTPS: true, Mutual: true}, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := cluster()
+			c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, RootSecretName: tc.secret}
+			job := backupjob.Snapshot(snapshot(s3Dest), c, tc.shape, []string{"http://a:2379"}, "k.db", "op:v1", false)
+			spec := job.Spec.Template.Spec
+			var root *corev1.Volume
+			for i := range spec.Volumes {
+				if spec.Volumes[i].Name == "etcd-root" {
+					root = &spec.Volumes[i]
+				}
+			}
+			arg := "--etcd-password-file=/etc/quorumctl/etcd-root/password"
+			if !tc.password {
+				g.Expect(root).To(BeNil())
+				g.Expect(spec.Containers[0].Args).NotTo(ContainElement(arg))
+				return
+			}
+			g.Expect(root).NotTo(BeNil())
+			g.Expect(root.Secret.SecretName).To(Equal(c.RootSecretName()))
+			g.Expect(root.Secret.Items).To(Equal([]corev1.KeyToPath{{Key: "password", Path: "password"}}))
+			g.Expect(spec.Containers[0].Args).To(ContainElement(arg))
+			g.Expect(spec.Containers[0].VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "etcd-root", MountPath: "/etc/quorumctl/etcd-root", ReadOnly: true}))
+		})
+	}
+	g := NewWithT(t)
+	job := backupjob.Snapshot(snapshot(s3Dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379"}, "k.db", "op:v1", false)
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		g.Expect(v.Name).NotTo(Equal("etcd-root"), "no auth, no password")
+	}
+}
+
 func TestJobsOnAVolume(t *testing.T) {
 	g := NewWithT(t)
 	dest := v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}

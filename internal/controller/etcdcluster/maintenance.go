@@ -15,6 +15,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/maintenance"
 )
 
@@ -281,8 +282,17 @@ func (r *Reconciler) startDefragmentation(ctx context.Context, s *scope, mm *mem
 	s.setProgress(progressReasonOf(d.NoSpace), "%s", describeJob(j))
 	s.maint.running = j
 	ep, dial := j.endpoint, s.access.Options
+	// The member's own endpoint first; with a password, the others let
+	// clientv3 get its token elsewhere should this one refuse (a learner
+	// does). Defragment and Status name ep and go to it alone.
+	eps := []string{ep}
+	for _, other := range r.endpoints(s) {
+		if other != ep && s.access.Identity == etcdaccess.IdentityPassword {
+			eps = append(eps, other)
+		}
+	}
 	mm.start(j, func(ctx context.Context) (*etcd.EndpointStatus, error) {
-		c, err := r.Dialer.Dial(ctx, []string{ep}, dial...)
+		c, err := r.Dialer.Dial(ctx, eps, dial...)
 		if err != nil {
 			return nil, err
 		}

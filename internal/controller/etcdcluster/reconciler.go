@@ -143,6 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.reconcilePDB,
 		r.observeMaintenance,
 		r.reconcileMembership,
+		r.reconcileAuth,
 	})
 	// While no member answers, the pass's own requeue is spaced out; a
 	// deadline's report is not, and any event of the cluster still brings

@@ -276,7 +276,7 @@ func (r *Reconciler) newScope(ctx context.Context, cluster *v1alpha1.EtcdCluster
 	if err := r.observeNodes(ctx, s); err != nil {
 		return nil, err
 	}
-	access, err := etcdaccess.For(ctx, r.Client, cluster, append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...))
+	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...))
 	if err != nil {
 		return nil, err
 	}

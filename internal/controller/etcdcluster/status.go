@@ -14,6 +14,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/component/netpol"
 	"github.com/quorumctl/etcd-operator/internal/component/owner"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/maintenance"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
@@ -170,6 +171,9 @@ func setAvailable(s *scope) {
 // not a time, so the message stops changing once the backoff is at its
 // longest.
 func unanswered(s *scope) (reason, message string) {
+	if reason, message, ok := authFailure(s); ok {
+		return reason, message
+	}
 	err := s.etcd.err
 	if etcd.IsReplyTooLarge(err) {
 		return v1alpha1.EtcdReplyTooLargeReason, fmt.Sprintf("a member answered with more than the operator reads of one reply; check that the member image runs etcd: %v", err)
@@ -225,6 +229,8 @@ func setProgressing(s *scope) {
 	switch {
 	case s.reached && specMatchesObserved(s.cluster) && s.desiredReplicas() == 0:
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.PausedReason, "paused at replicas 0")
+	case s.reached && specMatchesObserved(s.cluster) && authPending(s) && stalledBy(s) == "":
+		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionTrue, v1alpha1.EnablingAuthReason, "turning etcd's authentication on, as spec.auth asks")
 	case s.reached && specMatchesObserved(s.cluster):
 		setCondition(s, v1alpha1.ProgressingCondition, metav1.ConditionFalse, v1alpha1.ReconciledReason,
 			fmt.Sprintf("%d of %d members ready", len(s.members), s.desiredReplicas()))
@@ -256,6 +262,8 @@ func setReady(s *scope) {
 		// Every member may be up, but the cluster refuses writes.
 		c := meta.FindStatusCondition(s.cluster.Status.Conditions, v1alpha1.MaintenanceCondition)
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, c.Reason, c.Message)
+	case s.reached && specMatchesObserved(s.cluster) && authPending(s) && s.desiredReplicas() > 0:
+		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.EnablingAuthReason, "turning etcd's authentication on, as spec.auth asks")
 	case s.reached && specMatchesObserved(s.cluster) && s.desiredReplicas() == 0:
 		setCondition(s, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.PausedReason,
 			"paused at replicas 0, as the spec asks")
@@ -273,6 +281,9 @@ func setReady(s *scope) {
 // version change etcd does not allow, a rollout whose updated member does
 // not come back. Any other failed step is an error the next pass retries.
 func phaseFailure(s *scope) (string, string, bool) {
+	if reason, msg, failed := authFailure(s); failed {
+		return reason, msg, true
+	}
 	if s.versionRefused != nil {
 		return v1alpha1.VersionChangeRefusedReason, s.versionRefused.Message, true
 	}
@@ -344,6 +355,7 @@ var stalls = map[string]bool{
 	v1alpha1.NoSpaceOverQuotaReason: true, v1alpha1.NoSpaceRecoveryDisabledReason: true, v1alpha1.CorruptAlarmReason: true,
 	v1alpha1.TLSSourceInvalidReason: true, v1alpha1.NetworkPolicyNotPermittedReason: true,
 	v1alpha1.EtcdReplyTooLargeReason: true,
+	v1alpha1.AuthSecretInvalidReason: true, v1alpha1.AuthFailedReason: true, v1alpha1.AuthRequiredReason: true,
 }
 
 // stalledMessage says what the target is and what it is stuck on.
@@ -543,3 +555,42 @@ func ruleText(r maintenance.Rule) string {
 
 // noSpace: a NOSPACE alarm is active and was not disarmed this pass.
 func noSpace(s *scope) bool { return len(s.maint.alarms.NoSpace) > 0 && !s.maint.disarmed }
+
+// authFailure is the reason and message of an identity problem the pass
+// ran into, for the Ready condition; ok is false without one. It is the
+// one place auth errors become reasons: the root Secret, then etcd's
+// refusals, by type.
+func authFailure(s *scope) (reason, message string, ok bool) {
+	c := s.cluster
+	var rs *etcdaccess.RootSecretError
+	if c.AuthEnabled() {
+		for _, err := range append([]error{s.access.CredentialsErr}, s.phaseErrs...) {
+			// The generated Secret is missing only until this pass creates it.
+			if errors.As(err, &rs) && (!rs.Missing || c.Spec.Auth.RootSecretName != "") {
+				return v1alpha1.AuthSecretInvalidReason, fmt.Sprintf("%v: put root's password under key %s", rs, v1alpha1.RootPasswordKey), true
+			}
+		}
+	}
+	refused := s.etcd.err
+	if !etcd.IsAuthFailed(refused) && !etcd.IsAuthRequired(refused) {
+		refused = nil
+		for _, err := range s.phaseErrs {
+			if etcd.IsAuthFailed(err) || etcd.IsAuthRequired(err) {
+				refused = err
+				break
+			}
+		}
+	}
+	switch {
+	case refused == nil:
+		return "", "", false
+	case !c.AuthEnabled():
+		return v1alpha1.AuthRequiredReason, fmt.Sprintf(
+			"etcd's authentication is on and spec.auth does not enable it (a snapshot of a cluster with it on, or turned on by hand): set spec.auth.enabled and auth.rootSecretName to a Secret with root's password (%v)", refused), true
+	case s.access.Identity == etcdaccess.IdentityCertificate:
+		return v1alpha1.AuthFailedReason, fmt.Sprintf(
+			"etcd refused the operator's client certificate (user %q): the user needs the root role (%v)", s.access.CertificateUser, refused), true
+	}
+	return v1alpha1.AuthFailedReason, fmt.Sprintf(
+		"etcd refused root's password from Secret %s/%s: put root's current password in it (%v)", c.Namespace, c.RootSecretName(), refused), true
+}

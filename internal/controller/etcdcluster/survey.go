@@ -131,6 +131,15 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 		}()
 	}
 	wg.Wait()
+	// etcd refusing the operator's identity says nothing of the members'
+	// health: the view is unusable (no change is made on it) and the
+	// members' metrics stand in for their Status, as without a quorum.
+	for _, h := range results {
+		if etcd.IsAuthFailed(h.err) || etcd.IsAuthRequired(h.err) {
+			view.err, view.degraded = fmt.Errorf("etcd refused the operator's identity: %w", h.err), true
+			break
+		}
+	}
 	view.alarms, view.alarmErr = readAlarms(ctx, c, view, results)
 	for i, m := range view.list.Members {
 		results[i].alarms = view.alarms

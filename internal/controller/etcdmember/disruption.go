@@ -169,7 +169,7 @@ func (r *Reconciler) restartAllowed(ctx context.Context, m *v1alpha1.EtcdMember)
 	if err := r.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster); err != nil {
 		return false, "", fmt.Errorf("failed to get EtcdCluster %s: %w", m.Spec.ClusterName, err)
 	}
-	access, err := etcdaccess.For(ctx, r.Client, cluster, all)
+	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, all)
 	if err != nil {
 		return false, "", err
 	}

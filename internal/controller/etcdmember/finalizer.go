@@ -130,7 +130,7 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 	for i := range siblings.Items {
 		all = append(all, &siblings.Items[i])
 	}
-	access, err := etcdaccess.For(ctx, r.Client, cluster, all)
+	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, all)
 	if err != nil {
 		return false, "", err
 	}

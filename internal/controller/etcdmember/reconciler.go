@@ -33,8 +33,9 @@ type EventRecorder interface {
 // Reconciler reconciles EtcdMember objects.
 type Reconciler struct {
 	client.Client
-	// APIReader reads what the cache does not hold (the client Service's
-	// EndpointSlices); the client when nil.
+	// APIReader reads what the cache does not hold: the client Service's
+	// EndpointSlices, and a root Secret the user named (spec.auth); the
+	// client when nil.
 	APIReader       client.Reader
 	Recorder        EventRecorder
 	Dialer          etcd.Dialer
@@ -308,12 +309,12 @@ func (r *Reconciler) deletePod(ctx context.Context, m *v1alpha1.EtcdMember) erro
 // observeVersion asks the member itself which etcd it runs. Best effort: a
 // failure leaves the version unknown until the next pass.
 func (r *Reconciler) observeVersion(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember) string {
-	access, err := etcdaccess.For(ctx, r.Client, cluster, []*v1alpha1.EtcdMember{m})
+	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, []*v1alpha1.EtcdMember{m})
 	if err != nil {
 		return ""
 	}
 	ep := access.URL(m.OwnClientURL(v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)))
-	c, err := r.Dialer.Dial(ctx, []string{ep}, access.Options...)
+	c, err := r.Dialer.Dial(ctx, append([]string{ep}, r.tokenEndpoints(ctx, m, access)...), access.Options...)
 	if err != nil {
 		return ""
 	}

@@ -127,7 +127,7 @@ func (r *Reconciler) ask(ctx context.Context, cluster *v1alpha1.EtcdCluster, mem
 	if len(eps) == 0 {
 		return out
 	}
-	access, err := etcdaccess.For(ctx, r.Client, cluster, members)
+	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, members)
 	if err != nil {
 		for _, m := range members {
 			out[m.Name] = answer{err: err}
@@ -136,8 +136,13 @@ func (r *Reconciler) ask(ctx context.Context, cluster *v1alpha1.EtcdCluster, mem
 	}
 	c, err := r.Dialer.Dial(ctx, eps, access.Options...)
 	if err != nil {
+		// A dial with root's password exchanges it for a token through
+		// raft, which a cluster without a quorum cannot do: the members'
+		// metrics are what is left, as for a member whose Status fails.
 		for _, m := range members {
-			out[m.Name] = answer{err: err}
+			a := answer{err: err}
+			a.report, a.metricsURL = r.selfReport(ctx, m)
+			out[m.Name] = a
 		}
 		return out
 	}

@@ -44,8 +44,12 @@ type EventRecorder interface {
 // Reconciler reconciles EtcdRecovery objects.
 type Reconciler struct {
 	client.Client
-	Recorder EventRecorder
-	Dialer   etcd.Dialer
+	// APIReader reads a root Secret the user named (spec.auth), which the
+	// cache, holding only the operator's labelled objects, does not; nil
+	// reads it through Client.
+	APIReader client.Reader
+	Recorder  EventRecorder
+	Dialer    etcd.Dialer
 	// Metrics reads a member's metrics endpoint when its client endpoint
 	// does not answer; nil leaves such a member unanswered.
 	Metrics       etcd.MetricsReader

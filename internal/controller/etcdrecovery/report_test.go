@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 )
 
 // metricsByURL answers SelfReport from a table, as members' metrics
@@ -88,4 +89,22 @@ func TestPlan_ANamedSurvivorThatDoesNotAnswerYet(t *testing.T) {
 	er = f.reconcile("named")
 	f.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryRunning))
 	f.g.Expect(er.Status.Plan.Survivor).To(Equal("demo-a"), "ahead of demo-b, so no guard holds it")
+}
+
+// With etcd's authentication on and no client certificate, every dial
+// exchanges root's password for a token through raft, which a cluster
+// without a quorum cannot do: the dial fails, and the survivors are judged
+// from their metrics alone.
+func TestPlan_SurvivorsFromMetricsWhenThePasswordDialFails(t *testing.T) {
+	f := newFixture(t, "demo-a", "demo-b", "demo-c", "demo-d", "demo-e")
+	f.lose(map[string]string{"demo-a": "", "demo-b": "", "demo-c": "DataDirLost", "demo-d": "DataDirLost", "demo-e": "DataDirLost"}, nil)
+	f.etcd.SetHook(etcd.OpDial, func(etcdfake.Call) error { return context.DeadlineExceeded })
+	f.r.Metrics = metricsByURL{
+		metricsURL("demo-a"): {MemberID: f.ids["demo-a"], AppliedIndex: 40, CommittedIndex: 40, Revision: 30},
+		metricsURL("demo-b"): {MemberID: f.ids["demo-b"], AppliedIndex: 55, CommittedIndex: 55, Revision: 42},
+	}
+	f.create("best", survivorSpec("", false))
+	er := f.reconcile("best")
+	f.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryRunning), "%+v", er.Status)
+	f.g.Expect(er.Status.Plan.Survivor).To(Equal("demo-b"))
 }

@@ -46,6 +46,9 @@ func (f *Fake) Dial(ctx context.Context, endpoints []string, opts ...etcd.DialOp
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.checkDial(dial); err != nil {
+		return nil, fail(etcd.OpDial, "", err)
+	}
 	f.Dialed = append(f.Dialed, slices.Clone(eps))
 	f.open++
 	return &Client{f: f, endpoints: eps, dial: dial}, nil
@@ -63,6 +66,12 @@ func (f *Fake) begin(ctx context.Context, c *Client, call Call) error {
 	if c != nil && c.closed {
 		f.mu.Unlock()
 		return context.Canceled
+	}
+	if c != nil {
+		if err := c.permit(call.Op); err != nil {
+			f.mu.Unlock()
+			return err
+		}
 	}
 	var injected error
 	if q := f.failNext[call.Op]; len(q) > 0 {

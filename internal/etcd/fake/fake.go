@@ -56,6 +56,7 @@ var knownOps = map[string]bool{
 	etcd.OpMemberListAt: true, etcd.OpHealth: true, etcd.OpAlarmList: true,
 	etcd.OpAlarmDisarm: true, etcd.OpDefragment: true, etcd.OpCompact: true,
 	etcd.OpMoveLeader: true, etcd.OpAdvanceLog: true, etcd.OpSnapshot: true,
+	etcd.OpAuthStatus: true, etcd.OpEnableAuth: true,
 }
 
 // Fake is the cluster model. The exported fields record what the code under
@@ -83,6 +84,7 @@ type Fake struct {
 	open        int
 	// snapshot is the stream Snapshot sends; nil sends ValidSnapshot(2).
 	snapshot []byte
+	auth     authState
 
 	Calls         []Call
 	Dialed        [][]string
@@ -95,6 +97,9 @@ type Fake struct {
 	Disarmed      []etcd.Alarm
 	// Snapshotted are the endpoints snapshots were streamed from.
 	Snapshotted []string
+	// EnabledAuth has an entry per EnableAuth that went through: the
+	// certificate users it was given.
+	EnabledAuth [][]string
 }
 
 var (
