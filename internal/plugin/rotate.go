@@ -13,7 +13,7 @@ import (
 
 // runRotateCA asks the operator to rotate the cluster's CAs by setting the
 // rotate-ca annotation to a value of its own (the time), which the operator
-// acts on once (design 0019). It refuses a cluster without operator-managed
+// acts on once (design 0020). It refuses a cluster without operator-managed
 // CAs, whose annotation the operator would ignore.
 func runRotateCA(ctx context.Context, env *Env, w io.Writer, name string, now time.Time) error {
 	c, err := env.getCluster(ctx, name)

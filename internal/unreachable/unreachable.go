@@ -7,7 +7,7 @@
 // timeouts, and the workers are shared by every cluster: without a bound on
 // the pass and a growing delay between passes, a few clusters behind a
 // drop-all NetworkPolicy hold every worker and a healthy cluster's spec
-// edit waits in the queue behind them. See docs/design/0019-unreachable-backoff.md.
+// edit waits in the queue behind them. See docs/design/0021-unreachable-backoff.md.
 package unreachable
 
 import (

@@ -18,7 +18,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
-// TestCARotationInThreePasses plays the operator's CA rotation (design 0019)
+// TestCARotationInThreePasses plays the operator's CA rotation (design 0020)
 // on real etcd processes with mutual TLS: trust both CAs (a restart each),
 // switch every certificate in place (no restart), trust the new CAs alone
 // (a restart each). The cluster answers after every step, a write made
