@@ -175,3 +175,81 @@ func expectPasswordNowhere(ctx context.Context, t *testing.T, c client.Client, n
 		g.Expect(strings.Contains(string(raw), password)).To(BeFalse(), fmt.Sprintf("root's password in the %s", what))
 	}
 }
+
+// TestAuthMutualTLS: a cluster created with mutual client TLS and
+// authentication on. The operator turns it on and keeps managing the
+// cluster as root by its client certificate alone (no password is ever
+// exchanged); a client certificate naming root works, one naming a user
+// etcd does not have is refused.
+func TestAuthMutualTLS(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
+	c, err := env.Client()
+	g.Expect(err).NotTo(HaveOccurred())
+	ns := env.CreateNamespace(t, "auth-mtls")
+	const name = "auth-mtls"
+	cl := &v1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.EtcdClusterSpec{
+			Replicas:       ptr.To[int32](3),
+			TLS:            &v1alpha1.TLSSpec{},
+			Auth:           &v1alpha1.AuthSpec{Enabled: true},
+			MemberTemplate: v1alpha1.MemberTemplate{Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("256Mi"))}},
+		},
+	}
+	g.Expect(c.Create(ctx, cl)).To(Succeed())
+	g.Expect(framework.WaitFor(ctx, 5*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cl); err != nil {
+			return false, err
+		}
+		return cl.Status.Auth != nil && cl.Status.Auth.Enabled, nil
+	})).To(Succeed(), "status.auth.enabled")
+	_, err = framework.WaitForClusterReady(ctx, c, ns, name, 3*time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	svc, err := env.ClientServiceEndpoint(ctx, ns, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	root, err := framework.ClusterClient(ctx, c, ns, name, svc)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer root.Close()
+	_, err = root.Put(ctx, "by-certificate", "v")
+	g.Expect(err).NotTo(HaveOccurred(), "a certificate naming root")
+
+	nobody := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-nobody", Namespace: ns,
+		Labels:      v1alpha1.ClusterLabels(name),
+		Annotations: map[string]string{v1alpha1.IssueClientCertificateAnnotation: "nobody"}}}
+	g.Expect(c.Create(ctx, nobody)).To(Succeed())
+	m, err := framework.ReadClientSecret(ctx, c, ns, nobody.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg, err := m.TLSConfig(framework.ClientServerName(ns, name), true)
+	g.Expect(err).NotTo(HaveOccurred())
+	other, err := framework.EtcdTLSClient(cfg, framework.HTTPS([]string{svc})...)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer other.Close()
+	_, err = other.Put(ctx, "by-nobody", "v")
+	g.Expect(etcd.IsAuthFailed(err)).To(BeTrue(), "a certificate naming a user etcd does not have: %v", err)
+
+	// A member Pod deleted comes back, with the operator acting by its
+	// certificate.
+	pods, err := env.MemberPods(ctx, ns, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	var victim *corev1.Pod
+	for _, p := range pods {
+		victim = p
+		break
+	}
+	g.Expect(env.Clientset.CoreV1().Pods(ns).Delete(ctx, victim.Name, metav1.DeleteOptions{})).To(Succeed())
+	g.Expect(framework.WaitFor(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		p, err := env.Clientset.CoreV1().Pods(ns).Get(ctx, victim.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return p.UID != victim.UID && framework.PodReady(p), nil
+	})).To(Succeed(), "member %s's Pod comes back", victim.Name)
+	_, err = framework.WaitForClusterReady(ctx, c, ns, name, 3*time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	expectMembersAsRoot(ctx, t, root, 3)
+}
