@@ -71,14 +71,14 @@ func TestMemberIdentityIsImmutable(t *testing.T) {
 		{"name a member to replace later", func(m *v1alpha1.EtcdMember) { m.Spec.Replaces = "" }, func(m *v1alpha1.EtcdMember) { m.Spec.Replaces = "c-healthy" },
 			"spec.replaces cannot be changed: it names the member this one was created to replace"},
 		{"turn TLS off", nil, func(m *v1alpha1.EtcdMember) { m.Spec.TLS = nil },
-			"spec.tls cannot be changed: a member's TLS is fixed when it is created"},
+			"spec.tls can change only in its trust bundles"},
 		{"drop client certificate checks", nil, func(m *v1alpha1.EtcdMember) { m.Spec.TLS.Client.ClientCertAuth = false },
-			"spec.tls cannot be changed: a member's TLS is fixed when it is created"},
+			"spec.tls can change only in its trust bundles"},
 		{"turn TLS on", func(m *v1alpha1.EtcdMember) { m.Spec.TLS = nil },
 			func(m *v1alpha1.EtcdMember) {
 				m.Spec.TLS = &v1alpha1.MemberTLS{Peer: &v1alpha1.MemberTLSEndpoint{TrustBundle: "x"}}
 			},
-			"spec.tls cannot be changed: a member's TLS is fixed when it is created"},
+			"spec.tls can change only in its trust bundles"},
 		{"restore another key", nil, func(m *v1alpha1.EtcdMember) { m.Spec.Restore.Key = "other-tenant/c/snap.db" },
 			"spec.restore cannot be changed: the seed restores the snapshot it was created with"},
 		{"restore from another endpoint", nil, func(m *v1alpha1.EtcdMember) { m.Spec.Restore.Source.S3.Endpoint = "https://attacker.example" },
@@ -123,6 +123,10 @@ func TestOperatorMemberUpdatesAdmitted(t *testing.T) {
 		{"wake", func(m *v1alpha1.EtcdMember) { m.Spec.Dormant = true }, func(m *v1alpha1.EtcdMember) { m.Spec.Dormant = false }},
 		// restartMember: a rollout gives the member the target template.
 		{"roll the template", nil, func(m *v1alpha1.EtcdMember) { m.Spec.Version = "3.6.0"; m.Spec.PriorityClassName = "high" }},
+		// A CA rotation rolls each side's trust bundle through the rollout.
+		{"roll the trust bundles", nil, func(m *v1alpha1.EtcdMember) {
+			m.Spec.TLS.Peer.TrustBundle, m.Spec.TLS.Client.TrustBundle = "peer-bundle-next", "client-bundle-next"
+		}},
 		// recordURLs: a member created before its URLs were recorded gets them.
 		{"record the URLs of an old member", func(m *v1alpha1.EtcdMember) { m.Spec.PeerURL, m.Spec.ClientURL = "", "" },
 			func(m *v1alpha1.EtcdMember) {

@@ -12,8 +12,9 @@ import (
 // ones the operator dials and etcd trusts, are fixed once set, whoever writes:
 // the operator never changes them after creating the member. peerURL and
 // clientURL may be set once on a member created before they were recorded.
-// forceNewCluster, dormant, initialCluster and the template are the
-// operator's to change over the member's life.
+// forceNewCluster, dormant, initialCluster, the template and the TLS trust
+// bundles (a CA rotation rolls them) are the operator's to change over the
+// member's life.
 //
 // +kubebuilder:validation:XValidation:rule="self.clusterName == oldSelf.clusterName",message="spec.clusterName cannot be changed: a member belongs to the cluster that created it"
 // +kubebuilder:validation:XValidation:rule="self.clusterToken == oldSelf.clusterToken",message="spec.clusterToken cannot be changed: it is the etcd cluster's token, fixed when the cluster formed"
@@ -21,7 +22,7 @@ import (
 // +kubebuilder:validation:XValidation:rule=`!has(oldSelf.peerURL) || oldSelf.peerURL == "" || (has(self.peerURL) && self.peerURL == oldSelf.peerURL)`,message="spec.peerURL cannot be changed once set: it is the member's address in etcd's membership"
 // +kubebuilder:validation:XValidation:rule=`!has(oldSelf.clientURL) || oldSelf.clientURL == "" || (has(self.clientURL) && self.clientURL == oldSelf.clientURL)`,message="spec.clientURL cannot be changed once set: the operator and snapshot Jobs dial the member there"
 // +kubebuilder:validation:XValidation:rule=`(has(self.replaces) ? self.replaces : "") == (has(oldSelf.replaces) ? oldSelf.replaces : "")`,message="spec.replaces cannot be changed: it names the member this one was created to replace"
-// +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls) && (!has(self.tls) || self.tls == oldSelf.tls)",message="spec.tls cannot be changed: a member's TLS is fixed when it is created"
+// +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls) && (!has(self.tls) || (has(self.tls.peer) == has(oldSelf.tls.peer) && has(self.tls.client) == has(oldSelf.tls.client) && (!has(self.tls.client) || (has(self.tls.client.clientCertAuth) && self.tls.client.clientCertAuth) == (has(oldSelf.tls.client.clientCertAuth) && oldSelf.tls.client.clientCertAuth))))",message="spec.tls can change only in its trust bundles: whether a member serves TLS, on which side, and whether it checks client certificates are fixed when it is created"
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore cannot be changed: the seed restores the snapshot it was created with"
 type EtcdMemberSpec struct {
 	// ClusterName is the owning EtcdCluster.
