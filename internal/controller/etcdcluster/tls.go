@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/carotation"
 	"github.com/quorumctl/etcd-operator/internal/certs"
 )
 
@@ -52,6 +53,8 @@ type tlsSection struct {
 	nextRenewal time.Time
 	// phase is the pass of a CA rotation in progress, "" for none.
 	phase string
+	// wait is what holds the section's rotation, beside its own work.
+	wait carotation.Wait
 }
 
 // reconcileTLS keeps every certificate and trust bundle the cluster's TLS
