@@ -115,9 +115,14 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, e
 	res, err := r.rotateCAs(ctx, s, published)
 	r.recordTLSStatus(s)
 	// The pass's look at the target was taken before the trust bundles
-	// were known: a rotation under way is no target reached.
-	if s.reached && s.rotationSummary() != "" {
+	// were known: a rotation under way is no target reached, and one that
+	// ended this pass leaves no deadline behind (latchTarget kept it, from
+	// the rotation the last pass recorded).
+	switch {
+	case s.reached && s.rotationSummary() != "":
 		s.reached = false
+	case s.reached:
+		s.cluster.Status.ProgressDeadline = nil
 	}
 	return soonest(res, ctrl.Result{RequeueAfter: untilRenewal(s)}), err
 }
