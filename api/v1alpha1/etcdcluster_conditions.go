@@ -51,11 +51,11 @@ const (
 	// BootstrappingReason: the seed member is forming the cluster.
 	BootstrappingReason = "Bootstrapping"
 	// DeadlineExceededReason (Stalled=True, Progressing=False): the target
-	// (forming the cluster, a scale, a spec change) was not reached before
-	// the progress deadline. The message says what it is stuck on. The
-	// operator keeps working towards the target and self-heal keeps
-	// running; the condition clears when the target is reached or the spec
-	// changes.
+	// (forming the cluster, a scale, a spec change, a pass of a CA rotation)
+	// was not reached before the progress deadline. The message says what
+	// it is stuck on. The operator keeps working towards the target and
+	// self-heal keeps running; the condition clears when the target is
+	// reached, the spec changes, or a CA rotation moves to its next pass.
 	DeadlineExceededReason = "DeadlineExceeded"
 	// EtcdUnreachableReason: no member answered; the operator changes
 	// nothing until one does. It asks again after 5 s, then, while none
@@ -100,7 +100,8 @@ const (
 	// are updated.
 	RollingUpdateReason = "RollingUpdate"
 	// RolloutPausedReason: spec.rollout.paused holds a rollout between
-	// members.
+	// members, or a CA rotation (its restarts, or its switch to the new
+	// CA's certificates); the message then names the rotation's pass.
 	RolloutPausedReason = "RolloutPaused"
 	// RolloutFailedReason (Ready=False, Stalled=True): a member updated by
 	// the rollout has not come back healthy (it crash-loops, cannot start

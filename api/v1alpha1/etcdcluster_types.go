@@ -34,8 +34,8 @@ type EtcdClusterSpec struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// ProgressDeadlineSeconds is how long the operator works towards a target
-	// (bootstrap, a scale or a spec change) before it reports the target as
-	// stalled. Like a Deployment's, it is a report, not a stop: the operator
+	// (bootstrap, a scale, a spec change, or a pass of a CA rotation) before
+	// it reports the target as stalled. Like a Deployment's, it is a report, not a stop: the operator
 	// keeps working towards the target, and self-heal keeps running.
 	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=1
@@ -140,8 +140,9 @@ func (d DisasterRecoverySpec) After() time.Duration {
 // RolloutSpec controls rollouts of member-template changes.
 type RolloutSpec struct {
 	// Paused holds a rollout between members: the member being updated
-	// finishes, and no other is touched until this is false again.
-	// Self-heal and scaling go on.
+	// finishes, and no other is touched until this is false again. It holds
+	// a CA rotation's restarts and its switch to the new CA's certificates
+	// too. Self-heal and scaling go on.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 }

@@ -126,7 +126,9 @@ func (c ClientTLS) IsMutual() bool { return c.Mutual == nil || *c.Mutual }
 // certificates are renewed at two thirds of their lifetime, without a
 // restart. A CA is rotated, members restarting one at a time, once less
 // than the longer of a certificate lifetime and a fifth of its own lifetime
-// remains, or on request (the etcd.quorumctl.io/rotate-ca annotation).
+// remains, or on request (the etcd.quorumctl.io/rotate-ca annotation); not
+// during another rollout, unless the CA has less than half that margin
+// left.
 type OperatorManagedTLS struct {
 	// CADuration is the lifetime of a new CA. Defaults to 5 years.
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="tls.operatorManaged.caDuration must be at least 1h"
@@ -178,7 +180,8 @@ const IssueClientCertificateAnnotation = "etcd.quorumctl.io/issue-client-certifi
 // names the request (any string; the plugin writes the time): a value the
 // operator has acted on, which status.tls.rotateCARequest records, is not
 // acted on again, so the annotation may stay. A request made while a
-// rotation runs starts after it, with a CA made after the request.
+// rotation or another rollout (a version upgrade, say) runs starts after
+// it, with a CA made after the request.
 const RotateCAAnnotation = "etcd.quorumctl.io/rotate-ca"
 
 // Phases of a CA rotation, in status.tls.<section>.rotation.

@@ -33,6 +33,11 @@ type Input struct {
 	// Switched: every member was seen, this pass, serving certificates of
 	// the signing CA on the section's ports.
 	Switched bool
+	// Rolling: another rollout is in progress, some member not yet on the
+	// target's template (a new version, say).
+	Rolling bool
+	// Paused: spec.rollout.paused is set.
+	Paused bool
 }
 
 // Step is what the pass does to the section's CA Secret.
@@ -56,14 +61,47 @@ type Decision struct {
 	Step  Step
 	// Expiring: the step begins a rotation because the CA nears its end.
 	Expiring bool
+	// DuringRollout: the step begins a rotation while another rollout is
+	// in progress, since the CA is too close to its end to wait.
+	DuringRollout bool
+	// Wait says what holds the section, if anything does.
+	Wait Wait
 }
+
+// Wait is what a section waits on that is not the rotation's own work.
+type Wait string
+
+const (
+	// WaitNone: nothing holds the section.
+	WaitNone Wait = ""
+	// WaitPaused: spec.rollout.paused holds the switch to the new CA's
+	// certificates (pass 2), as it holds the restarts of passes 1 and 3.
+	WaitPaused Wait = "Paused"
+	// WaitRollout: a rotation is due or asked for, and waits for another
+	// rollout to end.
+	WaitRollout Wait = "Rollout"
+)
 
 // Decide is the three-pass roll for one section. A step is taken only from
 // a settled state: a pass moves on once the members are where the pass put
-// them, and a new rotation begins only once the last one has ended, whether
-// it was asked for or the CA nears its end.
+// them, and a new rotation begins only once the last one has ended and no
+// other rollout is in progress, whether it was asked for or the CA nears
+// its end; one change at a time, so that a member that does not come back
+// is held for one reason. A CA too close to its end to wait (Urgent)
+// begins during another rollout: the members that rollout has still to
+// restart restart once, onto both changes.
+//
+// spec.rollout.paused holds every step that changes what the members
+// present or trust: the restarts of passes 1 and 3 (the rollout's, which
+// the pause holds between members) and the switch of pass 2, the moment
+// the members start serving certificates of the new CA, which clients
+// outside the operator must trust by then. Beginning a rotation and
+// dropping the old CA write only the CA Secret and the trust bundle; the
+// restarts they call for wait on the pause.
 func Decide(in Input) Decision {
 	switch {
+	case in.Next && in.OnBundle && in.Paused:
+		return Decision{Phase: v1alpha1.CARotationTrustingNewCA, Wait: WaitPaused}
 	case in.Next && in.OnBundle:
 		return Decision{Phase: v1alpha1.CARotationSwitchingCertificates, Step: Switch}
 	case in.Next:
@@ -77,15 +115,18 @@ func Decide(in Input) Decision {
 		// section's: the old CA leaving, after a rotation.
 		return Decision{Phase: v1alpha1.CARotationDroppingOldCA}
 	case !in.OnBundle:
-		// Something else is rolling (a new version, say): a rotation
-		// begins once it is done, one change at a time.
+		// A restart is in flight: a rotation begins once the members
+		// are settled.
 		return Decision{}
-	case in.Requested:
-		return Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin}
-	case Due(in.NotBefore, in.NotAfter, in.LeafLifetime, in.Now):
-		return Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin, Expiring: true}
 	}
-	return Decision{}
+	due := Due(in.NotBefore, in.NotAfter, in.LeafLifetime, in.Now)
+	switch {
+	case !in.Requested && !due:
+		return Decision{}
+	case in.Rolling && !Urgent(in.NotBefore, in.NotAfter, in.LeafLifetime, in.Now):
+		return Decision{Wait: WaitRollout}
+	}
+	return Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin, Expiring: !in.Requested || in.Rolling, DuringRollout: in.Rolling}
 }
 
 // Due reports whether a CA valid from notBefore to notAfter is to be
@@ -109,4 +150,19 @@ func Due(notBefore, notAfter time.Time, leafLifetime time.Duration, now time.Tim
 // DueAt is when Due becomes true, for the pass to come back then.
 func DueAt(notBefore, notAfter time.Time, leafLifetime time.Duration) time.Time {
 	return notAfter.Add(-max(leafLifetime, notAfter.Sub(notBefore)/5))
+}
+
+// Urgent reports whether a due CA is too close to its end to wait for
+// another rollout: half of the margin Due leaves is gone. A rotation that
+// has waited that long still has as much time left as it waited.
+func Urgent(notBefore, notAfter time.Time, leafLifetime time.Duration, now time.Time) bool {
+	if notAfter.IsZero() {
+		return false
+	}
+	return notAfter.Sub(now) < max(leafLifetime, notAfter.Sub(notBefore)/5)/2
+}
+
+// UrgentAt is when Urgent becomes true.
+func UrgentAt(notBefore, notAfter time.Time, leafLifetime time.Duration) time.Time {
+	return notAfter.Add(-max(leafLifetime, notAfter.Sub(notBefore)/5) / 2)
 }

@@ -42,12 +42,33 @@ func TestDecide(t *testing.T) {
 			Decision{Phase: v1alpha1.CARotationDroppingOldCA}},
 		{"a request during pass 3 waits for its end", func(in Input) Input { in.OnBundle, in.Behind, in.Requested = false, true, true; return in },
 			Decision{Phase: v1alpha1.CARotationDroppingOldCA}},
-		{"a request during another rollout waits for its end", func(in Input) Input { in.OnBundle, in.Requested = false, true; return in },
+		{"a request while a restart is in flight waits for it", func(in Input) Input { in.OnBundle, in.Requested = false, true; return in },
 			Decision{}},
 		{"a request during pass 1 is no second new CA", func(in Input) Input { in.Next, in.OnBundle, in.Requested = true, false, true; return in },
 			Decision{Phase: v1alpha1.CARotationTrustingNewCA}},
 		{"nearing expiry", func(in Input) Input { in.Now = t0.Add(4*year + day); return in },
 			Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin, Expiring: true}},
+		{"a request during a version rollout between restarts waits for its end", func(in Input) Input { in.Requested, in.Rolling = true, true; return in },
+			Decision{Wait: WaitRollout}},
+		{"nearing expiry during another rollout waits for its end", func(in Input) Input { in.Now, in.Rolling = t0.Add(4*year+day), true; return in },
+			Decision{Wait: WaitRollout}},
+		{"too near its end to wait: begins during the rollout", func(in Input) Input { in.Now, in.Rolling = t0.Add(4*year+183*day), true; return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin, Expiring: true, DuringRollout: true}},
+		{"a request too near the end begins during the rollout, said as expiring", func(in Input) Input {
+			in.Now, in.Rolling, in.Requested = t0.Add(4*year+183*day), true, true
+			return in
+		}, Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin, Expiring: true, DuringRollout: true}},
+		{"another rollout and nothing due: nothing to wait for", func(in Input) Input { in.Rolling = true; return in }, Decision{}},
+		{"paused: a rotation still begins (its restarts wait on the pause)", func(in Input) Input { in.Requested, in.Paused = true, true; return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin}},
+		{"paused: pass 1 done, the switch waits", func(in Input) Input { in.Next, in.Paused = true, true; return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA, Wait: WaitPaused}},
+		{"paused: pass 2 done, the old CA is dropped (its restarts wait on the pause)", func(in Input) Input {
+			in.Previous, in.Switched, in.Paused = true, true, true
+			return in
+		}, Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}},
+		{"a rotation under way goes on during another rollout", func(in Input) Input { in.Previous, in.Switched, in.Rolling = true, true, true; return in },
+			Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -68,4 +89,17 @@ func TestDue(t *testing.T) {
 	g.Expect(Due(t0, t0.Add(10*time.Hour), 5*time.Hour, t0.Add(5*time.Hour-time.Minute))).To(BeFalse())
 	g.Expect(Due(t0, t0.Add(10*time.Hour), 5*time.Hour, t0.Add(5*time.Hour+time.Minute))).To(BeTrue())
 	g.Expect(Due(time.Time{}, time.Time{}, time.Hour, t0)).To(BeFalse(), "no CA, nothing due")
+}
+
+func TestUrgent(t *testing.T) {
+	g := NewWithT(t)
+	// Due a year before the end: urgent half a year before it.
+	half := 5*year - year/2
+	g.Expect(UrgentAt(t0, t0.Add(5*year), 90*day)).To(Equal(t0.Add(half)))
+	g.Expect(Urgent(t0, t0.Add(5*year), 90*day, t0.Add(half-time.Minute))).To(BeFalse())
+	g.Expect(Urgent(t0, t0.Add(5*year), 90*day, t0.Add(half+time.Minute))).To(BeTrue())
+	// The leaf's 5 hours is the margin of a 10-hour CA: urgent 2.5 h before its end.
+	g.Expect(Urgent(t0, t0.Add(10*time.Hour), 5*time.Hour, t0.Add(7*time.Hour+29*time.Minute))).To(BeFalse())
+	g.Expect(Urgent(t0, t0.Add(10*time.Hour), 5*time.Hour, t0.Add(7*time.Hour+31*time.Minute))).To(BeTrue())
+	g.Expect(Urgent(time.Time{}, time.Time{}, time.Hour, t0)).To(BeFalse())
 }

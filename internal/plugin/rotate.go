@@ -36,6 +36,7 @@ func runRotateCA(ctx context.Context, env *Env, w io.Writer, name string, now ti
 	}
 	_, err = fmt.Fprintf(w, "Asked the operator to rotate the CAs of EtcdCluster %s/%s (%s=%s).\n"+
 		"Members restart one at a time to trust the old and the new CA, certificates switch to the new CA, then members restart again to trust it alone.\n"+
+		"It begins once no other rollout is in progress, and spec.rollout.paused holds its restarts and its switch.\n"+
 		"Follow it with: kubectl get etcdcluster %s -n %s -o jsonpath='{.status.tls}'\n",
 		c.Namespace, c.Name, v1alpha1.RotateCAAnnotation, request, c.Name, c.Namespace)
 	return err

@@ -197,13 +197,19 @@ func readyVoterPods(s *scope) int {
 // progressReason is what the cluster is doing, derived from the scope when
 // the pass did not record anything more specific.
 func progressReason(s *scope) (string, string) {
-	if rot := s.rotationSummary(); rot != "" && (s.progress.reason == "" || s.progress.reason == v1alpha1.RollingUpdateReason) {
+	if rot := s.rotationSummary(); rot != "" && (s.progress.reason == "" || s.progress.reason == v1alpha1.RollingUpdateReason || s.progress.reason == v1alpha1.RolloutPausedReason) {
 		// The rollout's restarts are the rotation's first and third
 		// passes: said as such, with the rollout's own word on where it is.
+		// A rotation spec.rollout.paused holds (its restarts, or its
+		// switch) says RolloutPaused, what a person has to undo.
+		reason := v1alpha1.CARotatingReason
+		if s.progress.reason == v1alpha1.RolloutPausedReason || s.rotationPaused() {
+			reason = v1alpha1.RolloutPausedReason
+		}
 		if s.progress.message != "" {
 			rot += " (" + s.progress.message + ")"
 		}
-		return v1alpha1.CARotatingReason, rot
+		return reason, rot
 	}
 	if s.progress.reason != "" {
 		return s.progress.reason, s.progress.message

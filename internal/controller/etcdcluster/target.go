@@ -28,7 +28,10 @@ func (r *Reconciler) latchTarget(_ context.Context, s *scope) (ctrl.Result, erro
 	switch {
 	case c.Status.Observed == nil || !specMatchesObserved(c):
 		r.adoptSpec(s)
-	case s.reached:
+	case s.reached && !rotationRecorded(c.Status.TLS):
+		// A CA rotation's second pass restarts nothing, so the members
+		// look like the target; the pass's own deadline runs on (the TLS
+		// phase, which knows the pass, keeps s.reached false meanwhile).
 		c.Status.ProgressDeadline = nil
 	}
 	c.Status.ObservedGeneration = c.Generation
@@ -44,13 +47,24 @@ func (r *Reconciler) adoptSpec(s *scope) {
 	if c.Status.Observed.Version == "" {
 		c.Status.Observed.Version = v1alpha1.DefaultEtcdVersion
 	}
+	armDeadline(s)
+	s.reached = s.targetReached()
+}
+
+// armDeadline gives the target the pass now works towards (an adopted spec,
+// a CA rotation's pass) spec.progressDeadlineSeconds from now.
+func armDeadline(s *scope) {
 	seconds := int32(defaultDeadlineSecs)
-	if c.Spec.ProgressDeadlineSeconds != nil {
-		seconds = *c.Spec.ProgressDeadlineSeconds
+	if s.cluster.Spec.ProgressDeadlineSeconds != nil {
+		seconds = *s.cluster.Spec.ProgressDeadlineSeconds
 	}
 	deadline := metav1.NewTime(s.now.Add(time.Duration(seconds) * time.Second))
-	c.Status.ProgressDeadline = &deadline
-	s.reached = s.targetReached()
+	s.cluster.Status.ProgressDeadline = &deadline
+}
+
+// rotationRecorded: the last pass recorded a CA rotation under way.
+func rotationRecorded(st *v1alpha1.TLSStatus) bool {
+	return st != nil && (st.Peer != nil && st.Peer.Rotation != "" || st.Client != nil && st.Client.Rotation != "")
 }
 
 func specMatchesObserved(c *v1alpha1.EtcdCluster) bool {

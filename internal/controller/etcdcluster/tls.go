@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/carotation"
 	"github.com/quorumctl/etcd-operator/internal/certs"
 )
 
@@ -52,6 +53,8 @@ type tlsSection struct {
 	nextRenewal time.Time
 	// phase is the pass of a CA rotation in progress, "" for none.
 	phase string
+	// wait is what holds the section's rotation, beside its own work.
+	wait carotation.Wait
 }
 
 // reconcileTLS keeps every certificate and trust bundle the cluster's TLS
@@ -112,9 +115,14 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, e
 	res, err := r.rotateCAs(ctx, s, published)
 	r.recordTLSStatus(s)
 	// The pass's look at the target was taken before the trust bundles
-	// were known: a rotation under way is no target reached.
-	if s.reached && s.rotationSummary() != "" {
+	// were known: a rotation under way is no target reached, and one that
+	// ended this pass leaves no deadline behind (latchTarget kept it, from
+	// the rotation the last pass recorded).
+	switch {
+	case s.reached && s.rotationSummary() != "":
 		s.reached = false
+	case s.reached:
+		s.cluster.Status.ProgressDeadline = nil
 	}
 	return soonest(res, ctrl.Result{RequeueAfter: untilRenewal(s)}), err
 }

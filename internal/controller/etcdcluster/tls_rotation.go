@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -100,16 +101,32 @@ func (r *Reconciler) rotateCAs(ctx context.Context, s *scope, published map[stri
 			NotBefore: st.signing.Cert.NotBefore, NotAfter: st.signing.Cert.NotAfter,
 			LeafLifetime: leafLife, Now: s.now,
 			OnBundle: s.onBundle(sec), Behind: s.behind(sec),
+			Rolling: s.rollingOtherwise(), Paused: s.cluster.Spec.Rollout.Paused,
 		}
 		if in.Previous {
 			in.Switched = r.switched(ctx, s, sec, published)
 		}
 		d := carotation.Decide(in)
-		sec.phase = d.Phase
+		sec.phase, sec.wait = d.Phase, d.Wait
 		if d.Phase != "" {
 			res = soonest(res, ctrl.Result{RequeueAfter: requeueRotation})
-		} else if due := carotation.DueAt(in.NotBefore, in.NotAfter, leafLife); due.After(s.now) {
-			res = soonest(res, ctrl.Result{RequeueAfter: due.Sub(s.now) + time.Second})
+		} else {
+			// Come back when the CA falls due, and when it can no
+			// longer wait for another rollout.
+			for _, at := range []time.Time{carotation.DueAt(in.NotBefore, in.NotAfter, leafLife), carotation.UrgentAt(in.NotBefore, in.NotAfter, leafLife)} {
+				if at.After(s.now) {
+					res = soonest(res, ctrl.Result{RequeueAfter: at.Sub(s.now) + time.Second})
+					break
+				}
+			}
+		}
+		if d.Wait == carotation.WaitRollout {
+			ctrl.LoggerFrom(ctx).V(1).Info("CA rotation waits for the rollout in progress to end", "section", sec.name)
+		}
+		if d.Phase != "" && s.cluster.Status.ProgressDeadline == nil {
+			// A rotation found under way without a deadline (begun by
+			// an operator that set none) is held to one from now.
+			armDeadline(s)
 		}
 		if d.Step == carotation.Stay {
 			continue
@@ -119,9 +136,30 @@ func (r *Reconciler) rotateCAs(ctx context.Context, s *scope, published map[stri
 			errs = append(errs, err)
 			continue
 		}
+		// Each pass is a target of its own, as a spec change is: every
+		// member on the two-CA bundle, every member serving the new
+		// certificates, every member on the new CA alone. A pass that
+		// does not get there within spec.progressDeadlineSeconds is
+		// reported as a stuck rollout is (DeadlineExceeded).
+		armDeadline(s)
 		res = soonest(res, ctrl.Result{RequeueAfter: time.Second})
 	}
 	return res, errors.Join(errs...)
+}
+
+// rollingOtherwise: the rollout has members to bring onto the target's
+// template (a new version, say), whatever their trust bundles: another
+// change in progress, which a rotation waits for before it begins.
+func (s *scope) rollingOtherwise() bool {
+	if s.cluster.Status.Observed == nil {
+		return false
+	}
+	for _, m := range s.members {
+		if !equality.Semantic.DeepEqual(m.Spec.MemberTemplate, s.cluster.Status.Observed.MemberTemplate) || s.podOutdated(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // stepRotation writes the step into the CA's Secret, as one update that
@@ -144,7 +182,13 @@ func (r *Reconciler) stepRotation(ctx context.Context, s *scope, sec *tlsSection
 		why := fmt.Sprintf("as asked by %s=%q", v1alpha1.RotateCAAnnotation, requested)
 		if d.Expiring {
 			why = fmt.Sprintf("since it expires at %s", st.signing.Cert.NotAfter.UTC().Format(time.RFC3339))
-		} else {
+		}
+		if d.DuringRollout {
+			why += ", too close to its end to wait for the rollout in progress: members that rollout has not restarted yet restart once for both"
+		}
+		if requested != "" {
+			// The new CA is newer than any request made so far: an
+			// expiring rotation answers a pending request too.
 			secret.Annotations[rotationRequestNote] = requested
 		}
 		reason, note = "CARotationStarted", fmt.Sprintf("Rotating the %s CA %s: pass 1 of 3, members restart one at a time to trust the old and the new CA", sec.name, why)
@@ -286,6 +330,14 @@ func (s *scope) targetTLS(m *v1alpha1.EtcdMember) *v1alpha1.MemberTLS {
 	return out
 }
 
+// rotationPaused: spec.rollout.paused holds some section's switch.
+func (s *scope) rotationPaused() bool {
+	if s.tls == nil || s.tls.peer == nil || s.tls.client == nil {
+		return false
+	}
+	return s.tls.peer.wait == carotation.WaitPaused || s.tls.client.wait == carotation.WaitPaused
+}
+
 // rotationSummary says each section's pass, for the CARotating reason.
 func (s *scope) rotationSummary() string {
 	if s.tls == nil || s.tls.peer == nil || s.tls.client == nil {
@@ -295,6 +347,10 @@ func (s *scope) rotationSummary() string {
 	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
 		switch sec.phase {
 		case v1alpha1.CARotationTrustingNewCA:
+			if sec.wait == carotation.WaitPaused {
+				parts = append(parts, sec.name+" CA: pass 1 of 3 done, every member trusts the old and the new CA; spec.rollout.paused holds the switch to certificates of the new CA")
+				continue
+			}
 			parts = append(parts, sec.name+" CA: pass 1 of 3, members restart to trust the old and the new CA")
 		case v1alpha1.CARotationSwitchingCertificates:
 			parts = append(parts, sec.name+" CA: pass 2 of 3, waiting for every member to serve certificates of the new CA")
