@@ -258,6 +258,7 @@ type EtcdSnapshotStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.sizeBytes`
+// +kubebuilder:printcolumn:name="Compression",type=string,JSONPath=`.status.compression`,priority=1
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.location`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdSnapshot struct {
