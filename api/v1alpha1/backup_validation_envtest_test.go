@@ -69,6 +69,10 @@ func TestSnapshotCreateValidation(t *testing.T) {
 			"clusterName must be the name of an EtcdCluster"},
 		{"cluster name of dots", func(s *v1alpha1.EtcdSnapshot) { s.Spec.ClusterName = ".." },
 			"clusterName must be the name of an EtcdCluster"},
+		{"unknown compression", func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination.Compression = "Lz4" },
+			`spec.destination.compression: Unsupported value: "Lz4": supported values: "None", "Zstd"`},
+		{"compression in lower case", func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination.Compression = "zstd" },
+			`spec.destination.compression: Unsupported value: "zstd": supported values: "None", "Zstd"`},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,6 +108,30 @@ func TestSnapshotDefaults(t *testing.T) {
 	g.Expect(s.Spec.Destination.S3.CABundle.Key).To(Equal("ca.crt"))
 }
 
+// Compression is accepted as None, Zstd or absent, and absent stays
+// absent: no CRD default, which the API server would also apply to
+// EtcdSnapshots stored before the field existed, uncompressed, and make
+// them read as Zstd. The agent applies the default (CompressionOrDefault).
+func TestSnapshotCompression(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	for name, c := range map[string]v1alpha1.SnapshotCompression{
+		"snap-compression-absent": "", "snap-compression-none": v1alpha1.CompressionNone, "snap-compression-zstd": v1alpha1.CompressionZstd,
+	} {
+		s := newSnapshot(name, func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination.Compression = c })
+		g.Expect(k8s.Create(ctx, s)).To(Succeed(), name)
+		g.Expect(k8s.Get(ctx, keyOf(s), s)).To(Succeed())
+		g.Expect(s.Spec.Destination.Compression).To(Equal(c), name)
+	}
+	// The status field takes only the same names.
+	s := newSnapshot("snap-compression-status", nil)
+	g.Expect(k8s.Create(ctx, s)).To(Succeed())
+	s.Status.Compression = "Lz4"
+	err := k8s.Status().Update(ctx, s)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring(`status.compression: Unsupported value: "Lz4"`))
+}
+
 func newSchedule(name string, mutate func(*v1alpha1.EtcdSnapshotSchedule)) *v1alpha1.EtcdSnapshotSchedule {
 	s := &v1alpha1.EtcdSnapshotSchedule{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
@@ -136,6 +164,8 @@ func TestScheduleValidation(t *testing.T) {
 			"spec.schedule in body should be at least 1 chars long"},
 		{"cluster name with a slash", func(s *v1alpha1.EtcdSnapshotSchedule) { s.Spec.ClusterName = "a/b" },
 			"clusterName must be the name of an EtcdCluster"},
+		{"unknown compression", func(s *v1alpha1.EtcdSnapshotSchedule) { s.Spec.Destination.Compression = "Gzip" },
+			`spec.destination.compression: Unsupported value: "Gzip": supported values: "None", "Zstd"`},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,6 +39,10 @@ const (
 	// RestoreVersionTooNewReason: the snapshot was taken with a newer etcd
 	// minor than the cluster's version; etcd cannot be downgraded that way.
 	RestoreVersionTooNewReason = "RestoreVersionTooNew"
+	// RestoreSnapshotUnsupportedReason: the metadata beside the snapshot
+	// names a compression scheme (or a metadata format) this operator
+	// cannot read; an operator that can must restore it.
+	RestoreSnapshotUnsupportedReason = "RestoreSnapshotUnsupported"
 	// RestoreChecksumMismatchReason: the downloaded snapshot's SHA-256 is not
 	// the recorded one, or etcdutl's check of etcd's own hash failed.
 	RestoreChecksumMismatchReason = "RestoreChecksumMismatch"

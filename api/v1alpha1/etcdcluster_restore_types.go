@@ -104,9 +104,12 @@ type RestoredFrom struct {
 	Revision int64 `json:"revision,omitempty"`
 	// SHA256 is the hex SHA-256 the downloaded snapshot was checked against.
 	SHA256 string `json:"sha256"`
-	// SizeBytes is the snapshot's size.
+	// SizeBytes is the stored object's size.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// Compression of the stored object, from its metadata.
+	// +optional
+	Compression SnapshotCompression `json:"compression,omitempty"`
 	// EtcdVersion is the version the snapshot was taken with.
 	// +optional
 	EtcdVersion string `json:"etcdVersion,omitempty"`
@@ -134,6 +137,11 @@ type MemberRestore struct {
 	SHA256 string `json:"sha256"`
 	// SizeBytes the downloaded snapshot must have.
 	SizeBytes int64 `json:"sizeBytes"`
+	// Compression of the stored object, from its metadata; SHA256 and
+	// SizeBytes are of the stored (compressed) bytes. Empty means None,
+	// as for members created before snapshots were compressed.
+	// +optional
+	Compression SnapshotCompression `json:"compression,omitempty"`
 	// BumpRevision is etcdutl's --bump-revision.
 	BumpRevision int64 `json:"bumpRevision"`
 	// MarkCompacted is etcdutl's --mark-compacted.

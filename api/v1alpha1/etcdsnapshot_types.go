@@ -17,6 +17,38 @@ type SnapshotDestination struct {
 	// namespace.
 	// +optional
 	PersistentVolumeClaim *PVCDestination `json:"persistentVolumeClaim,omitempty"`
+
+	// Compression of the snapshots written here: Zstd (zstd at its default
+	// level, streamed) or None. Empty means Zstd. It only says how new
+	// snapshots are written: a restore reads the scheme from the metadata
+	// object beside each snapshot, so snapshots taken before compression
+	// existed, or with None, restore as they are. The object keeps its
+	// key (name.db) either way.
+	// +optional
+	Compression SnapshotCompression `json:"compression,omitempty"`
+}
+
+// SnapshotCompression is how a snapshot is encoded in storage.
+// +kubebuilder:validation:Enum=None;Zstd
+type SnapshotCompression string
+
+const (
+	// CompressionNone stores etcd's snapshot stream as it is.
+	CompressionNone SnapshotCompression = "None"
+	// CompressionZstd stores it as one zstd frame (RFC 8878).
+	CompressionZstd SnapshotCompression = "Zstd"
+)
+
+// CompressionOrDefault is the compression new snapshots get: Zstd unless
+// None is asked for. The default lives here rather than in a CRD default:
+// the API server applies CRD defaults to stored objects as it reads them,
+// so EtcdSnapshots taken before the field existed, uncompressed, would
+// read as Zstd.
+func (d SnapshotDestination) CompressionOrDefault() SnapshotCompression {
+	if d.Compression == "" {
+		return CompressionZstd
+	}
+	return d.Compression
 }
 
 // S3Destination is a bucket and a key prefix.
@@ -173,13 +205,21 @@ type EtcdSnapshotStatus struct {
 	// +optional
 	Revision int64 `json:"revision,omitempty"`
 
-	// SizeBytes is the size of the stored object, etcd's checksum included.
+	// SizeBytes is the size of the stored object: compressed if it is, and
+	// etcd's checksum included.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
 
-	// SHA256 is the hex SHA-256 of the stored object; a restore checks it.
+	// SHA256 is the hex SHA-256 of the stored object, the bytes in storage
+	// (compressed if it is); a restore checks it before it decompresses.
 	// +optional
 	SHA256 string `json:"sha256,omitempty"`
+
+	// Compression is how the stored object is encoded, as its metadata
+	// records it: Zstd or None. Empty on snapshots recorded before the
+	// operator compressed, which are uncompressed.
+	// +optional
+	Compression SnapshotCompression `json:"compression,omitempty"`
 
 	// EtcdVersion is the version of the member the snapshot was taken from.
 	// +optional
@@ -218,6 +258,7 @@ type EtcdSnapshotStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.sizeBytes`
+// +kubebuilder:printcolumn:name="Compression",type=string,JSONPath=`.status.compression`,priority=1
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.location`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdSnapshot struct {

@@ -35,9 +35,12 @@ var (
 // storage is what the remaining steps touch.
 func CodeOf(err error) Code {
 	var call *etcd.CallError
+	var unsupported *UnsupportedError
 	switch {
 	case err == nil:
 		return CodeOK
+	case errors.As(err, &unsupported):
+		return CodeUnsupported
 	case errors.Is(err, ErrCredentials):
 		return CodeCredentialsInvalid
 	case errors.Is(err, ErrBucketNotFound):

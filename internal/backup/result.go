@@ -28,15 +28,16 @@ const (
 	CodeStorageError       Code = "StorageError"
 	CodeRestoreFailed      Code = "RestoreFailed"
 	CodeInvalidArguments   Code = "InvalidArguments"
+	// CodeUnsupported: the metadata names a scheme or format this release
+	// cannot read (UnsupportedError).
+	CodeUnsupported Code = "Unsupported"
 )
-
-// MetadataFormat is the version of the Metadata layout written now.
-const MetadataFormat = 1
 
 // Metadata is the small JSON object stored beside each snapshot. It is
 // written only after the snapshot itself is committed, so a snapshot
 // without it is not a good snapshot: it is the marker restores look for.
 type Metadata struct {
+	// Format is MetadataFormatPlain or MetadataFormatCompressed.
 	Format int `json:"format"`
 	// Namespace, Cluster and Snapshot name the EtcdCluster and EtcdSnapshot.
 	Namespace string `json:"namespace"`
@@ -57,21 +58,34 @@ type Metadata struct {
 	Endpoint    string    `json:"endpoint"`
 	StartedAt   time.Time `json:"startedAt"`
 	CompletedAt time.Time `json:"completedAt"`
-	// SizeBytes is the stored object, etcd's 32-byte SHA-256 included;
-	// DBSizeBytes is the database without it.
+	// Compression is how the stored object encodes etcd's snapshot
+	// stream (v1alpha1.CompressionZstd); absent, in format 1, it is the
+	// stream as etcd sent it. Read it with CompressionOf.
+	Compression v1alpha1.SnapshotCompression `json:"compression,omitempty"`
+	// SizeBytes is the stored object: compressed if it is, etcd's 32-byte
+	// SHA-256 inside it. DBSizeBytes is the database alone, uncompressed,
+	// without that digest.
 	SizeBytes   int64 `json:"sizeBytes"`
 	DBSizeBytes int64 `json:"dbSizeBytes"`
-	// SHA256 is the hex SHA-256 of the stored object; EtcdSHA256 the one
-	// etcd appended, of the database.
+	// SHA256 is the hex SHA-256 of the stored object, exactly the bytes in
+	// storage (compressed if it is): a restore checks it as it downloads,
+	// before it decodes anything. EtcdSHA256 is the digest etcd appended to
+	// its stream, of the uncompressed database; a restore checks it again
+	// on the decoded stream, so both ends of the decoding are hash-checked.
 	SHA256     string `json:"sha256"`
 	EtcdSHA256 string `json:"etcdSHA256"`
 }
 
 // Validate checks what a restore relies on.
 func (m *Metadata) Validate() error {
+	if m.Format != MetadataFormatPlain && m.Format != MetadataFormatCompressed {
+		return &UnsupportedError{What: fmt.Sprintf("metadata format %d", m.Format),
+			Known: fmt.Sprintf("formats %d and %d", MetadataFormatPlain, MetadataFormatCompressed)}
+	}
+	if _, err := m.CompressionOf(); err != nil {
+		return err
+	}
 	switch {
-	case m.Format != MetadataFormat:
-		return fmt.Errorf("%w: format %d, expected %d", ErrMetadataInvalid, m.Format, MetadataFormat)
 	case len(m.SHA256) != 64:
 		return fmt.Errorf("%w: sha256 %q is not a hex SHA-256", ErrMetadataInvalid, m.SHA256)
 	case m.SizeBytes <= 0:
@@ -187,6 +201,8 @@ func RestoreReason(c Code) string {
 		return v1alpha1.RestoreChecksumMismatchReason
 	case CodeMetadataInvalid:
 		return v1alpha1.RestoreMetadataInvalidReason
+	case CodeUnsupported:
+		return v1alpha1.RestoreSnapshotUnsupportedReason
 	}
 	return v1alpha1.RestoreFailedReason
 }

@@ -6,11 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
 func TestResultRoundTrip(t *testing.T) {
-	want := Result{Code: CodeOK, Metadata: &Metadata{Format: MetadataFormat, Revision: 42, SHA256: strings.Repeat("a", 64)}}
+	want := Result{Code: CodeOK, Metadata: &Metadata{Format: MetadataFormatPlain, Revision: 42, SHA256: strings.Repeat("a", 64)}}
 	got, err := ParseResult(string(want.Encode()))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestCodeOf(t *testing.T) {
 }
 
 func TestMetadataValidate(t *testing.T) {
-	good := Metadata{Format: MetadataFormat, SHA256: strings.Repeat("0", 64), SizeBytes: 4128, EtcdVersion: "3.6.16"}
+	good := Metadata{Format: MetadataFormatPlain, SHA256: strings.Repeat("0", 64), SizeBytes: 4128, EtcdVersion: "3.6.16"}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -78,5 +79,40 @@ func TestMetadataValidate(t *testing.T) {
 		if err := m.Validate(); !errors.Is(err, ErrMetadataInvalid) {
 			t.Errorf("Validate(%+v) = %v, want ErrMetadataInvalid", m, err)
 		}
+	}
+}
+
+func TestCompressionOf(t *testing.T) {
+	for _, tc := range []struct {
+		format      int
+		compression v1alpha1.SnapshotCompression
+		want        v1alpha1.SnapshotCompression
+		invalid     bool // ErrMetadataInvalid
+		unsupported bool // UnsupportedError
+	}{
+		{format: MetadataFormatPlain, want: v1alpha1.CompressionNone},
+		{format: MetadataFormatPlain, compression: v1alpha1.CompressionNone, want: v1alpha1.CompressionNone},
+		{format: MetadataFormatPlain, compression: v1alpha1.CompressionZstd, invalid: true},
+		{format: MetadataFormatCompressed, compression: v1alpha1.CompressionZstd, want: v1alpha1.CompressionZstd},
+		{format: MetadataFormatCompressed, invalid: true},
+		{format: MetadataFormatCompressed, compression: "Lz4", unsupported: true},
+	} {
+		m := Metadata{Format: tc.format, Compression: tc.compression}
+		got, err := m.CompressionOf()
+		var unsupported *UnsupportedError
+		switch {
+		case tc.invalid && !errors.Is(err, ErrMetadataInvalid),
+			tc.unsupported && !errors.As(err, &unsupported),
+			!tc.invalid && !tc.unsupported && (err != nil || got != tc.want):
+			t.Errorf("format %d, compression %q: got %q, %v", tc.format, tc.compression, got, err)
+		}
+	}
+	if MetadataFormatFor("") != MetadataFormatPlain || MetadataFormatFor(v1alpha1.CompressionNone) != MetadataFormatPlain ||
+		MetadataFormatFor(v1alpha1.CompressionZstd) != MetadataFormatCompressed {
+		t.Error("MetadataFormatFor: an uncompressed snapshot must stay readable by older releases (format 1)")
+	}
+	var unsupported *UnsupportedError
+	if _, err := ParseMetadata([]byte(`{"format": 3, "sha256": "` + strings.Repeat("0", 64) + `", "sizeBytes": 1, "etcdVersion": "3.6.0"}`)); !errors.As(err, &unsupported) {
+		t.Errorf("a newer metadata format: err = %v, want an UnsupportedError", err)
 	}
 }

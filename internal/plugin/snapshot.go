@@ -160,13 +160,15 @@ func runSnapshot(ctx context.Context, env *Env, w io.Writer, cluster string, o s
 
 // SnapshotReport is one row of kubectl etcd snapshots.
 type SnapshotReport struct {
-	Name        string     `json:"name"`
-	Cluster     string     `json:"cluster"`
-	Schedule    string     `json:"schedule,omitempty"`
-	Phase       string     `json:"phase"`
-	Reason      string     `json:"reason,omitempty"`
-	Revision    int64      `json:"revision,omitempty"`
-	SizeBytes   int64      `json:"sizeBytes,omitempty"`
+	Name      string `json:"name"`
+	Cluster   string `json:"cluster"`
+	Schedule  string `json:"schedule,omitempty"`
+	Phase     string `json:"phase"`
+	Reason    string `json:"reason,omitempty"`
+	Revision  int64  `json:"revision,omitempty"`
+	SizeBytes int64  `json:"sizeBytes,omitempty"`
+	// Compression of the stored object, as its metadata recorded it.
+	Compression string     `json:"compression,omitempty"`
 	Location    string     `json:"location,omitempty"`
 	SHA256      string     `json:"sha256,omitempty"`
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
@@ -184,7 +186,8 @@ func runSnapshots(ctx context.Context, env *Env, w io.Writer, format, cluster st
 			continue
 		}
 		r := SnapshotReport{Name: s.Name, Cluster: cluster, Schedule: s.Labels[v1alpha1.ScheduleLabel], Phase: string(s.Status.Phase),
-			Revision: s.Status.Revision, SizeBytes: s.Status.SizeBytes, Location: s.Status.Location, SHA256: s.Status.SHA256}
+			Revision: s.Status.Revision, SizeBytes: s.Status.SizeBytes, Compression: string(s.Status.Compression),
+			Location: s.Status.Location, SHA256: s.Status.SHA256}
 		if r.Phase == "" {
 			r.Phase = string(v1alpha1.SnapshotPending)
 		}

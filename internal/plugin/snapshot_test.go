@@ -108,8 +108,9 @@ func TestSnapshotsListsNewestFirst(t *testing.T) {
 	at := func(h int) *metav1.Time { t := metav1.NewTime(time.Date(2026, 12, 1, h, 0, 0, 0, time.UTC)); return &t }
 	snap := func(name, cluster string, phase v1alpha1.SnapshotPhase, completed *metav1.Time) *v1alpha1.EtcdSnapshot {
 		return &v1alpha1.EtcdSnapshot{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
-			Spec:   v1alpha1.EtcdSnapshotSpec{ClusterName: cluster},
-			Status: v1alpha1.EtcdSnapshotStatus{Phase: phase, CompletedAt: completed, Revision: 7, SizeBytes: 2048, Location: "pvc://c/" + name}}
+			Spec: v1alpha1.EtcdSnapshotSpec{ClusterName: cluster},
+			Status: v1alpha1.EtcdSnapshotStatus{Phase: phase, CompletedAt: completed, Revision: 7, SizeBytes: 2048,
+				Compression: v1alpha1.CompressionZstd, Location: "pvc://c/" + name}}
 	}
 	w.objs = append(w.objs,
 		snap("old", "demo", v1alpha1.SnapshotSucceeded, at(1)),
@@ -132,4 +133,5 @@ func TestSnapshotsListsNewestFirst(t *testing.T) {
 	g.Expect(json.Unmarshal([]byte(r.out), &rows)).To(Succeed())
 	g.Expect(rows).To(HaveLen(3))
 	g.Expect(rows[1].SizeBytes).To(Equal(int64(2048)))
+	g.Expect(rows[1].Compression).To(Equal("Zstd"))
 }

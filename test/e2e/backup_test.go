@@ -129,6 +129,7 @@ func roundTrip(ctx context.Context, t *testing.T, b *backupEnv, dest v1alpha1.Sn
 	g.Expect(snap.Status.ClusterID).To(Equal(source.Status.ClusterID))
 	g.Expect(snap.Status.SHA256).To(HaveLen(64))
 	g.Expect(snap.Status.SizeBytes).To(BeNumerically(">", 0))
+	g.Expect(snap.Status.Compression).To(Equal(v1alpha1.CompressionZstd), "compressed by default")
 	g.Expect(snap.Status.EtcdVersion).To(Equal(v1alpha1.DefaultEtcdVersion))
 	g.Expect(snap.Status.StartedAt).NotTo(BeNil())
 	g.Expect(snap.Status.CompletedAt).NotTo(BeNil())
@@ -148,6 +149,7 @@ func roundTrip(ctx context.Context, t *testing.T, b *backupEnv, dest v1alpha1.Sn
 	g.Expect(rf).NotTo(BeNil())
 	g.Expect(rf.SnapshotName).To(Equal("snap"))
 	g.Expect(rf.SHA256).To(Equal(snap.Status.SHA256))
+	g.Expect(rf.Compression).To(Equal(v1alpha1.CompressionZstd), "decompressed by what the metadata recorded")
 	g.Expect(rf.Revision).To(Equal(snap.Status.Revision))
 	g.Expect(rf.RestoredAt).NotTo(BeNil())
 

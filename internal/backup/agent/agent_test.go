@@ -51,6 +51,8 @@ func TestSaveStoresAVerifiedSnapshotFromAFollower(t *testing.T) {
 	st := newFS(t)
 	a := saveArgs(eps)
 	a.ClusterID = etcd.FormatMemberID(etcdfake.DefaultClusterID)
+	// Stored as etcd sent it; compression_test.go has the default, Zstd.
+	a.Destination.Compression = v1alpha1.CompressionNone
 	meta, err := Save(ctx, st, f, a, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,9 @@ func TestSaveStoresAVerifiedSnapshotFromAFollower(t *testing.T) {
 	}
 	if meta.EtcdSHA256 != hex.EncodeToString(want[len(want)-32:]) || meta.EtcdVersion != etcdfake.Version || meta.StorageVersion != etcdfake.StorageVersion {
 		t.Fatalf("metadata %+v misses etcd's digest or versions", meta)
+	}
+	if meta.Format != backup.MetadataFormatPlain || meta.Compression != "" {
+		t.Fatalf("an uncompressed snapshot is recorded as format %d, compression %q; want format 1 without one, which older releases read", meta.Format, meta.Compression)
 	}
 	if meta.ClusterID != etcd.FormatMemberID(etcdfake.DefaultClusterID) || meta.Revision == 0 {
 		t.Fatalf("metadata %+v misses the cluster ID or revision", meta)

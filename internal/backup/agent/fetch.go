@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/backup/codec"
 	"github.com/quorumctl/etcd-operator/internal/backup/store"
 )
 
@@ -26,9 +28,13 @@ const (
 // FetchArgs is the command line of restore fetch.
 type FetchArgs struct {
 	StorageArgs
-	// SHA256 and Size are what the download must have.
+	// SHA256 and Size are what the download must have: of the stored
+	// object, before it is decoded.
 	SHA256 string
 	Size   int64
+	// Compression is how the object is encoded, as its metadata records
+	// it (never the destination's setting, which is for new snapshots).
+	Compression v1alpha1.SnapshotCompression
 	// DataDir is the seed's etcd data dir; WorkDir a directory on the same
 	// volume.
 	DataDir, WorkDir string
@@ -42,6 +48,9 @@ func (a FetchArgs) Args() []string {
 	out := append([]string{"restore", "fetch"}, a.flags()...)
 	out = append(out, "--sha256="+a.SHA256, "--size="+strconv.FormatInt(a.Size, 10),
 		"--data-dir="+a.DataDir, "--work-dir="+a.WorkDir)
+	if a.Compression != "" {
+		out = append(out, "--compression="+string(a.Compression))
+	}
 	if a.CopySelfTo != "" {
 		out = append(out, "--copy-self-to="+a.CopySelfTo)
 	}
@@ -57,10 +66,18 @@ func parseFetch(args []string, env Env) (FetchArgs, string, error) {
 	fs.StringVar(&a.DataDir, "data-dir", "", "etcd's data dir")
 	fs.StringVar(&a.WorkDir, "work-dir", "", "a directory on the data dir's volume")
 	fs.StringVar(&a.CopySelfTo, "copy-self-to", "", "where to copy this binary")
+	var compression string
+	fs.StringVar(&compression, "compression", "", "how the stored object is encoded, from its metadata: None (the default) or Zstd")
 	logPath := terminationFlag(fs)
 	err := parse(fs, args, decode, func() error {
 		if len(a.SHA256) != 64 || a.Size <= 0 || a.DataDir == "" || a.WorkDir == "" {
 			return fmt.Errorf("%w: --sha256, --size, --data-dir and --work-dir are required", backup.ErrInvalidArguments)
+		}
+		a.Compression = v1alpha1.SnapshotCompression(compression)
+		if !backup.KnownCompression(a.Compression) {
+			// Refused as the check Job refuses it, by its own code.
+			return &backup.UnsupportedError{What: fmt.Sprintf("compression %q", compression),
+				Known: fmt.Sprintf("%s and %s", v1alpha1.CompressionNone, v1alpha1.CompressionZstd)}
 		}
 		return nil
 	})
@@ -94,9 +111,11 @@ func gateOpen(dataDir string, env Env) bool {
 	return backup.RestoreNeeded(env.Getenv(EnvInitialClusterState), !errors.Is(err, fs.ErrNotExist))
 }
 
-// Fetch downloads the snapshot into the work dir, checking both the
-// recorded SHA-256 of the object and etcd's own digest inside it; the file
-// gets its final name only when both match.
+// Fetch downloads the snapshot into the work dir and decodes it on the
+// way, streaming: store → hash of the stored object → decoder → check of
+// etcd's digest → file. The recorded SHA-256 and size are of the stored
+// object; etcd's own digest is checked on the decoded stream. The file gets
+// its final name only when both match.
 func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) error {
 	if err := os.RemoveAll(a.WorkDir); err != nil {
 		return fmt.Errorf("failed to clear %s: %w", a.WorkDir, err)
@@ -116,13 +135,32 @@ func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) erro
 		return fmt.Errorf("failed to create %s: %w", partial, err)
 	}
 	defer f.Close()
-	r := backup.NewChecksumReader(src)
-	if _, err := io.CopyBuffer(f, r, make([]byte, copyBuffer)); err != nil {
-		return fmt.Errorf("failed to download the snapshot: %w", err)
+	object := backup.NewObjectHash()
+	stored := io.TeeReader(src, object)
+	dec, err := codec.NewReader(a.Compression, stored)
+	if err != nil {
+		return err
 	}
-	if r.Size() != a.Size || r.SHA256() != a.SHA256 {
-		return fmt.Errorf("%w: downloaded %d bytes with SHA-256 %s; the snapshot was recorded as %d bytes with %s",
-			backup.ErrChecksumMismatch, r.Size(), r.SHA256(), a.Size, a.SHA256)
+	defer dec.Close()
+	r := backup.NewTrailerReader(dec)
+	_, err = io.CopyBuffer(f, r, make([]byte, copyBuffer))
+	// Whatever the decoder left unread is part of the object too: read it,
+	// so the stored object's hash covers every byte, and so a decoding
+	// error caused by damaged bytes is reported as what it is.
+	_, derr := io.Copy(io.Discard, stored)
+	mismatch := derr == nil && (object.Size() != a.Size || object.SHA256() != a.SHA256)
+	switch {
+	case mismatch:
+		cause := ""
+		if err != nil {
+			cause = fmt.Sprintf(" (decoding stopped: %v)", err)
+		}
+		return fmt.Errorf("%w: downloaded %d bytes with SHA-256 %s; the snapshot was recorded as %d bytes with %s%s",
+			backup.ErrChecksumMismatch, object.Size(), object.SHA256(), a.Size, a.SHA256, cause)
+	case err != nil:
+		return fmt.Errorf("failed to download the snapshot: %w", err)
+	case derr != nil:
+		return fmt.Errorf("failed to download the snapshot: %w", derr)
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("failed to sync %s: %w", partial, err)
@@ -133,8 +171,16 @@ func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) erro
 	if err := os.Rename(partial, final); err != nil {
 		return fmt.Errorf("failed to rename %s: %w", partial, err)
 	}
-	_, _ = fmt.Fprintf(log, "downloaded and checked %d bytes, sha256 %s\n", r.Size(), r.SHA256())
+	_, _ = fmt.Fprintf(log, "downloaded and checked %d bytes (%s), sha256 %s; decoded %d bytes, etcd's sha256 %s verified\n",
+		object.Size(), compressionName(a.Compression), object.SHA256(), r.Size(), r.EtcdSHA256())
 	return nil
+}
+
+func compressionName(c v1alpha1.SnapshotCompression) v1alpha1.SnapshotCompression {
+	if c == "" {
+		return v1alpha1.CompressionNone
+	}
+	return c
 }
 
 // copySelf installs this binary at dst, whole or not at all.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/backup/codec"
 	"github.com/quorumctl/etcd-operator/internal/backup/store"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
@@ -62,6 +63,10 @@ func parseSave(args []string, env Env) (SaveArgs, string, error) {
 		}
 		if len(a.Endpoints) == 0 {
 			return fmt.Errorf("%w: --endpoints is required", backup.ErrInvalidArguments)
+		}
+		if c := a.Destination.Compression; !backup.KnownCompression(c) {
+			return fmt.Errorf("%w: destination.compression %q is none of %s and %s", backup.ErrInvalidArguments,
+				c, v1alpha1.CompressionNone, v1alpha1.CompressionZstd)
 		}
 		return writableOverHTTP(a.Destination)
 	})
@@ -137,12 +142,13 @@ func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io
 	}
 	_, _ = fmt.Fprintf(log, "streaming the snapshot of member %s (%s) at revision %d\n", etcd.FormatMemberID(member.MemberID), member.Endpoint, member.Revision)
 	started := time.Now().UTC()
-	verified, err := stream(ctx, st, c, member.Endpoint, a.Key)
+	compression := a.Destination.CompressionOrDefault()
+	verified, err := stream(ctx, st, c, member.Endpoint, a.Key, compression)
 	if err != nil {
 		return nil, err
 	}
 	meta := &backup.Metadata{
-		Format:         backup.MetadataFormat,
+		Format:         backup.MetadataFormatFor(compression),
 		Namespace:      a.Namespace,
 		Cluster:        a.Cluster,
 		Snapshot:       a.Snapshot,
@@ -155,10 +161,13 @@ func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io
 		Endpoint:       member.Endpoint,
 		StartedAt:      started,
 		CompletedAt:    time.Now().UTC(),
-		SizeBytes:      verified.r.Size(),
+		SizeBytes:      verified.object.Size(),
 		DBSizeBytes:    verified.r.Size() - backup.TrailerSize,
-		SHA256:         verified.r.SHA256(),
+		SHA256:         verified.object.SHA256(),
 		EtcdSHA256:     verified.r.EtcdSHA256(),
+	}
+	if compression != v1alpha1.CompressionNone {
+		meta.Compression = compression
 	}
 	data, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
@@ -172,7 +181,8 @@ func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io
 		}
 		return nil, fmt.Errorf("failed to write the snapshot's metadata: %w", err)
 	}
-	_, _ = fmt.Fprintf(log, "saved %d bytes, sha256 %s\n", meta.SizeBytes, meta.SHA256)
+	_, _ = fmt.Fprintf(log, "saved %d bytes (%s; %d uncompressed), sha256 of the stored object %s\n",
+		meta.SizeBytes, compression, verified.r.Size(), meta.SHA256)
 	return meta, nil
 }
 
@@ -203,7 +213,9 @@ func chooseMember(ctx context.Context, c etcd.Client, endpoints []string, want u
 }
 
 type streamed struct {
+	// r checked etcd's stream; object hashed what was stored.
 	r              *backup.ChecksumReader
+	object         *backup.ObjectHash
 	storageVersion string
 }
 
@@ -211,10 +223,12 @@ type streamed struct {
 // messages.
 const copyBuffer = 1 << 20
 
-// stream copies the snapshot into the store and commits it only once etcd's
-// SHA-256 has been checked: the checksum reader ends the stream with an
-// error instead of EOF when it does not match, and the object is aborted.
-func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key string) (streamed, error) {
+// stream copies the snapshot into the store, encoded with compression on
+// the way, and commits it only once etcd's SHA-256 has been checked: the
+// checksum reader ends the stream with an error instead of EOF when it does
+// not match, and the object is aborted. Nothing is held but the copy buffer
+// and the encoder's window: etcd → check → encode → hash → store.
+func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key string, compression v1alpha1.SnapshotCompression) (streamed, error) {
 	s, err := c.Snapshot(ctx, endpoint)
 	if err != nil {
 		return streamed{}, err
@@ -224,8 +238,18 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 	if err != nil {
 		return streamed{}, err
 	}
-	r := backup.NewChecksumReader(s)
-	if _, err := io.CopyBuffer(w, r, make([]byte, copyBuffer)); err != nil {
+	object := backup.NewObjectHash()
+	enc, err := codec.NewWriter(compression, io.MultiWriter(w, object))
+	if err != nil {
+		_ = w.Abort()
+		return streamed{}, err
+	}
+	r := backup.NewTrailerReader(s)
+	_, err = io.CopyBuffer(enc, r, make([]byte, copyBuffer))
+	if cerr := enc.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("failed to finish the %s stream: %w", compression, cerr)
+	}
+	if err != nil {
 		if aerr := w.Abort(); aerr != nil {
 			err = fmt.Errorf("%w (and the abort failed: %v)", err, aerr)
 		}
@@ -238,5 +262,5 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 	if err := w.Commit(); err != nil {
 		return streamed{}, fmt.Errorf("failed to commit the snapshot: %w", err)
 	}
-	return streamed{r: r, storageVersion: s.StorageVersion()}, nil
+	return streamed{r: r, object: object, storageVersion: s.StorageVersion()}, nil
 }

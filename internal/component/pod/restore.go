@@ -48,7 +48,7 @@ func restoreInit(p Params) ([]corev1.Container, []corev1.Volume) {
 	r := m.Spec.Restore
 	fetch := agent.FetchArgs{
 		StorageArgs: agent.StorageArgs{Destination: r.Source, Key: r.Key, AmbientCredentials: p.RestoreAmbientCredentials},
-		SHA256:      r.SHA256, Size: r.SizeBytes,
+		SHA256:      r.SHA256, Size: r.SizeBytes, Compression: r.Compression,
 		DataDir: DataDir, WorkDir: restoreWorkDir,
 		CopySelfTo: path.Join(restoreToolsDir, "manager"),
 	}

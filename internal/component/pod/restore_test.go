@@ -52,6 +52,14 @@ func argValue(c *corev1.Container, name string) string {
 	return ""
 }
 
+func TestBuild_RestoreFetchDecodesWhatTheMetadataRecorded(t *testing.T) {
+	g := NewWithT(t)
+	p := pod.Build(restoreParams(restoredSeed(func(m *v1alpha1.EtcdMember) {
+		m.Spec.Restore.Compression = v1alpha1.CompressionZstd
+	}), false))
+	g.Expect(argValue(initContainer(p, pod.RestoreFetchContainer), "compression")).To(Equal("Zstd"))
+}
+
 func TestBuild_RestoreInitContainers(t *testing.T) {
 	g := NewWithT(t)
 	p := pod.Build(restoreParams(restoredSeed(), false))
@@ -66,6 +74,8 @@ func TestBuild_RestoreInitContainers(t *testing.T) {
 	g.Expect(argValue(fetch, "sha256")).To(Equal(strings.Repeat("ab", 32)))
 	g.Expect(argValue(fetch, "data-dir")).To(Equal(pod.DataDir))
 	g.Expect(argValue(fetch, "ca-file")).To(Equal(agent.DefaultCAFile))
+	g.Expect(argValue(fetch, "compression")).To(BeEmpty(),
+		"an uncompressed snapshot adds no flag, so the Pods of seeds created before compression do not change")
 
 	// The etcd image of the member's own version, running the copied agent.
 	g.Expect(apply.Image).To(Equal("registry.example/etcd:v3.6.16"))

@@ -158,14 +158,26 @@ func (r *Reconciler) acceptSource(s *scope, spec *v1alpha1.RestoreSpec, src rest
 		r.refuseRestore(s, v1alpha1.RestoreMetadataInvalidReason, err.Error())
 		return nil, false, ctrl.Result{RequeueAfter: restoreRecheckAfter}, nil
 	}
+	compression, err := m.CompressionOf()
+	if err != nil {
+		// The check Job validated the metadata with the same code; this is
+		// only reached when the Job's agent and this controller disagree.
+		r.refuseRestore(s, backup.RestoreReason(backup.CodeOf(err)), err.Error())
+		return nil, false, ctrl.Result{RequeueAfter: restoreRecheckAfter}, nil
+	}
+	source := src.dest.DeepCopy()
+	// How the snapshot is encoded comes from its metadata; the
+	// destination's compression is for new snapshots and means nothing to
+	// a reader.
+	source.Compression = ""
 	restore := &v1alpha1.MemberRestore{
-		Source: *src.dest.DeepCopy(), Key: src.key, SHA256: m.SHA256, SizeBytes: m.SizeBytes,
+		Source: *source, Key: src.key, SHA256: m.SHA256, SizeBytes: m.SizeBytes, Compression: compression,
 		BumpRevision: spec.BumpRevisionOrDefault(), MarkCompacted: spec.MarkCompactedOrDefault(),
 	}
 	if s.cluster.Status.RestoredFrom == nil {
 		s.cluster.Status.RestoredFrom = &v1alpha1.RestoredFrom{
 			SnapshotName: spec.SnapshotName, Location: backup.Location(src.dest, src.key), Key: src.key,
-			Revision: m.Revision, SHA256: m.SHA256, SizeBytes: m.SizeBytes, EtcdVersion: m.EtcdVersion,
+			Revision: m.Revision, SHA256: m.SHA256, SizeBytes: m.SizeBytes, Compression: compression, EtcdVersion: m.EtcdVersion,
 			SourceClusterID: m.ClusterID, BumpRevision: restore.BumpRevision, MarkCompacted: restore.MarkCompacted,
 		}
 		r.event(s.cluster, corev1.EventTypeNormal, "RestoreSourceChecked", "Restore",

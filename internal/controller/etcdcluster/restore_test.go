@@ -55,7 +55,7 @@ func sourceRestore() *v1alpha1.RestoreSpec {
 }
 
 func goodMetadata(version string) *backup.Metadata {
-	return &backup.Metadata{Format: backup.MetadataFormat, Key: "prod/old/snap.db", Revision: 10042, EtcdVersion: version,
+	return &backup.Metadata{Format: backup.MetadataFormatPlain, Key: "prod/old/snap.db", Revision: 10042, EtcdVersion: version,
 		ClusterID: "aaaabbbbccccdddd", SizeBytes: 8224, SHA256: strings.Repeat("5", 64)}
 }
 
@@ -123,6 +123,7 @@ func TestRestoreChecksTheSourceBeforeTheSeed(t *testing.T) {
 	h.g.Expect(r.Key).To(Equal("prod/old/snap.db"))
 	h.g.Expect(r.SHA256).To(Equal(strings.Repeat("5", 64)))
 	h.g.Expect(r.SizeBytes).To(Equal(int64(8224)))
+	h.g.Expect(r.Compression).To(Equal(v1alpha1.CompressionNone), "format 1 metadata: stored as etcd sent it")
 	h.g.Expect(r.BumpRevision).To(Equal(int64(1000000000)))
 	h.g.Expect(r.MarkCompacted).To(BeTrue())
 	h.g.Expect(r.Source.S3.CredentialsSecretName).To(Equal("s3-credentials"))
@@ -144,6 +145,8 @@ func TestRestoreRefusals(t *testing.T) {
 		{"a missing object", backup.ResultOf(backup.ErrNotFound), v1alpha1.RestoreObjectNotFoundReason},
 		{"a missing bucket", backup.ResultOf(backup.ErrBucketNotFound), v1alpha1.RestoreBucketNotFoundReason},
 		{"a newer minor", backup.Result{Code: backup.CodeOK, Metadata: goodMetadata("3.7.3")}, v1alpha1.RestoreVersionTooNewReason},
+		{"an unknown compression", backup.ResultOf(&backup.UnsupportedError{What: `compression "Lz4"`, Known: "None and Zstd"}),
+			v1alpha1.RestoreSnapshotUnsupportedReason},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,6 +220,31 @@ func TestRestoreFromAnEtcdSnapshot(t *testing.T) {
 	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.RestoreMetadataInvalidReason),
 		"the metadata must describe the snapshot the EtcdSnapshot recorded")
 	h.g.Expect(h.seedMembers()).To(BeEmpty())
+}
+
+// The seed decodes what the metadata recorded, whatever the EtcdSnapshot's
+// destination asks of new snapshots.
+func TestRestoreTakesTheCompressionFromTheMetadata(t *testing.T) {
+	ctx := context.Background()
+	h := newRestoreHarness(t, &v1alpha1.RestoreSpec{SnapshotName: "nightly"})
+	dest := *restoreDest.DeepCopy()
+	dest.Compression = v1alpha1.CompressionNone
+	s := &v1alpha1.EtcdSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: testNS},
+		Spec: v1alpha1.EtcdSnapshotSpec{ClusterName: "old", Destination: dest}}
+	h.g.Expect(h.c.Create(ctx, s)).To(Succeed())
+	s.Status.Phase, s.Status.SHA256 = v1alpha1.SnapshotSucceeded, strings.Repeat("5", 64)
+	h.g.Expect(h.c.Status().Update(ctx, s)).To(Succeed())
+	h.reconcile()
+	m := goodMetadata("3.6.16")
+	m.Format, m.Compression = backup.MetadataFormatCompressed, v1alpha1.CompressionZstd
+	h.finishCheck(backup.Result{Code: backup.CodeOK, Metadata: m})
+	h.reconcile()
+	seeds := h.seedMembers()
+	h.g.Expect(seeds).To(HaveLen(1))
+	r := seeds[0].Spec.Restore
+	h.g.Expect(r.Compression).To(Equal(v1alpha1.CompressionZstd))
+	h.g.Expect(r.Source.Compression).To(BeEmpty(), "the destination's setting is for writers; the seed reads by the metadata")
+	h.g.Expect(h.cluster().Status.RestoredFrom.Compression).To(Equal(v1alpha1.CompressionZstd))
 }
 
 func TestRestoreReportsTheSeedsRefusal(t *testing.T) {

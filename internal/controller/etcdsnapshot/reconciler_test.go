@@ -200,7 +200,7 @@ func TestSnapshotRunsAndRecordsItsResult(t *testing.T) {
 	h.g.Expect(j.Spec.Template.Spec.Containers[0].Args).To(ContainElement(
 		"--endpoints=http://main-aaaaa.main.prod.svc.cluster.local:2379,http://main-bbbbb.main.prod.svc.cluster.local:2379"))
 
-	meta := &backup.Metadata{Format: backup.MetadataFormat, Revision: 4711, SizeBytes: 8224, SHA256: strings.Repeat("a", 64),
+	meta := &backup.Metadata{Format: backup.MetadataFormatPlain, Revision: 4711, SizeBytes: 8224, SHA256: strings.Repeat("a", 64),
 		EtcdVersion: "3.6.16", ClusterID: "cdf818194e3a8c32", MemberID: "8e9e05c52164694d",
 		StartedAt: h.now, CompletedAt: h.now.Add(3 * time.Second)}
 	h.finishJob(backup.Result{Code: backup.CodeOK, Metadata: meta}, 0)
@@ -211,6 +211,7 @@ func TestSnapshotRunsAndRecordsItsResult(t *testing.T) {
 	h.g.Expect(s.Status.Revision).To(Equal(int64(4711)))
 	h.g.Expect(s.Status.SizeBytes).To(Equal(int64(8224)))
 	h.g.Expect(s.Status.SHA256).To(Equal(meta.SHA256))
+	h.g.Expect(s.Status.Compression).To(Equal(v1alpha1.CompressionNone), "format 1 metadata")
 	h.g.Expect(s.Status.EtcdVersion).To(Equal("3.6.16"))
 	h.g.Expect(s.Status.ClusterID).To(Equal("cdf818194e3a8c32"))
 	h.g.Expect(s.Status.CompletedAt).NotTo(BeNil())
@@ -320,9 +321,10 @@ func TestACacheBehindTheJobsCreateDoesNotFailTheSnapshot(t *testing.T) {
 	h.g.Expect(h.job()).NotTo(BeNil())
 
 	// The result is read through the live Job while the cache still lags.
-	h.finishJob(backup.Result{Code: backup.CodeOK, Metadata: &backup.Metadata{Format: backup.MetadataFormat,
-		Revision: 7, SizeBytes: 42, SHA256: strings.Repeat("b", 64), EtcdVersion: "3.6.16",
+	h.finishJob(backup.Result{Code: backup.CodeOK, Metadata: &backup.Metadata{Format: backup.MetadataFormatCompressed,
+		Compression: v1alpha1.CompressionZstd, Revision: 7, SizeBytes: 42, SHA256: strings.Repeat("b", 64), EtcdVersion: "3.6.16",
 		ClusterID: "cdf818194e3a8c32", MemberID: "8e9e05c52164694d", StartedAt: h.now, CompletedAt: h.now.Add(time.Second)}}, 0)
 	h.reconcile("s")
 	h.g.Expect(h.get("s").Status.Phase).To(Equal(v1alpha1.SnapshotSucceeded), "%+v", h.condition("s"))
+	h.g.Expect(h.get("s").Status.Compression).To(Equal(v1alpha1.CompressionZstd), "as the metadata recorded")
 }

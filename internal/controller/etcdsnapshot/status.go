@@ -36,13 +36,18 @@ func succeed(s *v1alpha1.EtcdSnapshot, m *backup.Metadata, now metav1.Time) {
 	s.Status.Revision = m.Revision
 	s.Status.SizeBytes = m.SizeBytes
 	s.Status.SHA256 = m.SHA256
+	if c, err := m.CompressionOf(); err == nil {
+		// The Job's own agent wrote it, so it always parses; a failure
+		// leaves the field empty rather than guessing.
+		s.Status.Compression = c
+	}
 	s.Status.EtcdVersion = m.EtcdVersion
 	s.Status.ClusterID = m.ClusterID
 	s.Status.Member = m.MemberID
 	s.Status.CompletedAt = &now
 	setPhase(s, v1alpha1.SnapshotSucceeded, v1alpha1.SnapshotSavedReason,
-		fmt.Sprintf("snapshot of member %s at revision %d stored at %s (%d bytes) with its metadata; etcd's SHA-256 verified",
-			m.MemberID, m.Revision, s.Status.Location, m.SizeBytes))
+		fmt.Sprintf("snapshot of member %s at revision %d stored at %s (%d bytes, compression %s) with its metadata; etcd's SHA-256 verified",
+			m.MemberID, m.Revision, s.Status.Location, m.SizeBytes, s.Status.Compression))
 }
 
 func fail(s *v1alpha1.EtcdSnapshot, reason, message string, now metav1.Time) {
