@@ -472,11 +472,31 @@ func (l Layout) EnvtestAssets(ctx context.Context, p *Progress) (string, error) 
 		"kubectl":        filepath.Join(k8s, "kubectl"),
 		"etcd":           filepath.Join(etcdDir, "etcd"),
 	} {
-		link := filepath.Join(dir, name)
-		_ = os.Remove(link)
-		if err := os.Symlink(target, link); err != nil {
+		if err := replaceSymlink(target, filepath.Join(dir, name)); err != nil {
 			return "", err
 		}
 	}
 	return dir, nil
+}
+
+// replaceSymlink points link at target without a moment in which link is
+// missing: the directory is shared by every checkout on the machine, and a
+// test run starting kube-apiserver from it while another run refreshes the
+// links must still find the binaries. A link already right is left alone;
+// otherwise a new link is made beside it and renamed over it, which is
+// atomic.
+func replaceSymlink(target, link string) error {
+	if cur, err := os.Readlink(link); err == nil && cur == target {
+		return nil
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", link, os.Getpid())
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
 }

@@ -40,3 +40,51 @@ func TestModuleKeyFollowsTheModulesFiles(t *testing.T) {
 		t.Fatal("an added file kept the key")
 	}
 }
+
+// TestReplaceSymlinkNeverLeavesTheLinkMissing: envtest's binaries are links
+// in a directory every checkout shares, so a run that refreshes them must
+// not leave a moment in which another run finds one missing.
+func TestReplaceSymlinkNeverLeavesTheLinkMissing(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "kube-apiserver")
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := replaceSymlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	missing := make(chan error, 1)
+	go func() {
+		defer close(missing)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := os.Readlink(link); err != nil {
+				missing <- err
+				return
+			}
+		}
+	}()
+	for i := 0; i < 2000; i++ {
+		target := a
+		if i%2 == 0 {
+			target = b
+		}
+		if err := replaceSymlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-missing; err != nil {
+		t.Fatalf("the link was missing while it was replaced: %v", err)
+	}
+	if got, err := os.Readlink(link); err != nil || got != a {
+		t.Fatalf("link points at %q (%v), want %q", got, err, a)
+	}
+	left, err := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	if err != nil || len(left) != 0 {
+		t.Fatalf("temporary links left behind: %v %v", left, err)
+	}
+}
