@@ -1,6 +1,7 @@
 package tlsproc
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -134,14 +135,7 @@ func VerifyingName(cfg *tls.Config, name string) *tls.Config {
 // presents in a handshake, read without judging it.
 func ServedCertificate(t testing.TB, endpoint string) (*x509.Certificate, error) {
 	t.Helper()
-	host := strings.TrimPrefix(endpoint, "https://")
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", host, &tls.Config{
-		InsecureSkipVerify: true, //nolint:gosec // reads the certificate only; nothing is sent
-		MinVersion:         tls.VersionTLS12,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = conn.Close() }()
-	return conn.ConnectionState().PeerCertificates[0], nil
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return certs.ServedCertificate(ctx, endpoint)
 }

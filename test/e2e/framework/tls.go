@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumctl/etcd-operator/internal/certs"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -123,31 +125,12 @@ func HTTPS(urls []string) []string {
 	return out
 }
 
-// ServedCertificate is the certificate a TLS address (host:port) presents.
+// ServedCertificate is the certificate a TLS address (host:port) presents,
+// read as the operator reads it (certs.ServedCertificate), within 5 s.
 func ServedCertificate(ctx context.Context, addr string) (*x509.Certificate, error) {
-	var served *x509.Certificate
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		// Read only: compared with a known certificate, never trusted.
-		InsecureSkipVerify: true, //nolint:gosec // see above
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) > 0 {
-				served = cs.PeerCertificates[0]
-			}
-			return nil
-		},
-	}}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if conn != nil {
-		_ = conn.Close()
-	}
-	if served != nil {
-		return served, nil
-	}
-	if err == nil {
-		err = errors.New("no certificate presented")
-	}
-	return nil, err
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return certs.ServedCertificate(ctx, "https://"+addr)
 }
 
 var certManagerOnce = struct {
