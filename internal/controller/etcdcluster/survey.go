@@ -84,15 +84,19 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 	// which waits its whole timeout for a connection, follows only when
 	// one did. A look at a cluster that stays silent costs one step's
 	// timeout.
+	// The probe's answer is this look's fallback too, should the quorum
+	// list then fail: the members are not asked the same thing twice.
+	var probed *etcd.MemberList
 	if r.memos.get(s.cluster).unreachableStreak().Passes > 0 {
 		readReports()
 		probeCtx, cancelProbe := context.WithTimeout(ctx, endpointTimeout)
-		_, _, probeErr := etcd.FirstMemberList(probeCtx, c, voters, others)
+		own, _, probeErr := etcd.FirstMemberList(probeCtx, c, voters, others)
 		cancelProbe()
 		if probeErr != nil {
 			view.err = fmt.Errorf("no member answered since the last look: %w", probeErr)
 			return view
 		}
+		probed = &own
 	}
 	// Each step has its own budget: without a quorum the linearizable list
 	// waits out its deadline, and the fallback must still have time left.
@@ -104,13 +108,16 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 		if reports == nil {
 			readReports()
 		}
-		ownCtx, cancelOwn := context.WithTimeout(ctx, endpointTimeout)
-		own, _, ownErr := etcd.FirstMemberList(ownCtx, c, voters, others)
-		cancelOwn()
-		if ownErr != nil {
-			return view
+		if probed == nil {
+			ownCtx, cancelOwn := context.WithTimeout(ctx, endpointTimeout)
+			own, _, ownErr := etcd.FirstMemberList(ownCtx, c, voters, others)
+			cancelOwn()
+			if ownErr != nil {
+				return view
+			}
+			probed = &own
 		}
-		view.list, view.degraded = own, true
+		view.list, view.degraded = *probed, true
 	}
 	statusCtx, cancelStatus := context.WithTimeout(ctx, endpointTimeout)
 	defer cancelStatus()
