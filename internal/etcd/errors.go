@@ -286,6 +286,10 @@ func IsAuthFailed(err error) bool {
 	return ok && code == codes.PermissionDenied
 }
 
+// IsIdentityRefused: etcd refused the caller's identity, for either reason
+// above. Such a reply says nothing of the member's health.
+func IsIdentityRefused(err error) bool { return IsAuthFailed(err) || IsAuthRequired(err) }
+
 // etcd 3.5's maintenance service (Defragment, Snapshot, Status, ...) sends
 // the auth store's own errors without mapping them to gRPC codes, so they
 // arrive as codes.Unknown carrying the error's text, which rpctypes does

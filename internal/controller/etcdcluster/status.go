@@ -504,10 +504,10 @@ func authFailure(s *scope) (reason, message string, ok bool) {
 		}
 	}
 	refused := s.etcd.err
-	if !etcd.IsAuthFailed(refused) && !etcd.IsAuthRequired(refused) {
+	if !etcd.IsIdentityRefused(refused) {
 		refused = nil
 		for _, err := range s.phaseErrs {
-			if etcd.IsAuthFailed(err) || etcd.IsAuthRequired(err) {
+			if etcd.IsIdentityRefused(err) {
 				refused = err
 				break
 			}

@@ -142,7 +142,7 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 	// health: the view is unusable (no change is made on it) and the
 	// members' metrics stand in for their Status, as without a quorum.
 	for _, h := range results {
-		if etcd.IsAuthFailed(h.err) || etcd.IsAuthRequired(h.err) {
+		if etcd.IsIdentityRefused(h.err) {
 			view.err, view.degraded = fmt.Errorf("etcd refused the operator's identity: %w", h.err), true
 			break
 		}
