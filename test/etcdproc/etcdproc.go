@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quorumctl/etcd-operator/test/localcluster"
+	"github.com/quorumctl/etcd-operator/test/ports"
 )
 
 // startTimeout bounds how long a cluster may take to answer a linearizable
@@ -485,21 +485,12 @@ func (m *Member) LogTail(lines int) string {
 	return strings.Join(parts, "\n")
 }
 
-// freePorts asks the kernel for n distinct free loopback ports. They are
-// released before etcd binds them, so another process could take one in
-// between; on a test machine that is rare enough to accept.
+// freePorts reserves n loopback ports for the test's members; see package
+// ports for why the kernel's port 0 is not enough for a member that binds
+// its ports again on every restart.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("failed to find a free port: %v", err)
-		}
-		defer func() { _ = l.Close() }()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
+	return ports.Reserve(t, n)
 }
 
 // Args are the member's flags.
@@ -535,5 +526,5 @@ func cmpOr(v, fallback string) string {
 	return v
 }
 
-// FreePorts asks the kernel for n distinct free loopback ports.
+// FreePorts reserves n loopback ports until the test ends.
 func FreePorts(t testing.TB, n int) []int { return freePorts(t, n) }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/quorumctl/etcd-operator/test/ports"
 )
 
 type logWriter struct{ t *testing.T }
@@ -85,10 +88,7 @@ func TestCertManagerIssuesThroughACAIssuer(t *testing.T) {
 	g.Expect(os.WriteFile(kcPath, kubeconfig, 0o600)).To(Succeed())
 
 	// A free loopback port for /readyz; nothing listens beyond loopback.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	healthAddr := ln.Addr().String()
-	g.Expect(ln.Close()).To(Succeed())
+	healthAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Reserve(t, 1)[0]))
 
 	logFile, err := os.Create(filepath.Join(t.ArtifactDir(), "cert-manager.log"))
 	g.Expect(err).NotTo(HaveOccurred())

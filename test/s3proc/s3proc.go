@@ -14,12 +14,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/quorumctl/etcd-operator/test/localcluster"
+	"github.com/quorumctl/etcd-operator/test/ports"
 )
 
 // Server is one running versitygw.
@@ -69,12 +71,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // Start runs a server with the given buckets and stops it when the test ends.
 func Start(t testing.TB, bin string, buckets ...string) *Server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("failed to find a free port: %v", err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Reserve(t, 1)[0]))
 	s := &Server{
 		Endpoint:        "http://" + addr,
 		AccessKeyID:     "s3proc",
