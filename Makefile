@@ -326,6 +326,10 @@ bench-backup: ## Snapshot throughput to S3 vs etcdctl snapshot save, and restore
 bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -rollout
 
+.PHONY: bench-tls
+bench-tls: ## Time three requested CA rotations of a 3-member TLS cluster under a writer at 20 writes/s, and the longest write outage of each (needs cluster-up and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -ca-rotation -runs 3
+
 .PHONY: bench-nospace
 bench-nospace: ## Time NOSPACE alarm -> writable for a 256 MiB quota, a third of the data deleted, three runs (needs cluster-up and deploy).
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -nospace

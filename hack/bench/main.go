@@ -34,16 +34,17 @@ func main() {
 	ones := flag.Int("scale-ones", 0, "create this many one-member clusters (and -scale-threes three-member ones) and report the operator's cost")
 	threes := flag.Int("scale-threes", 0, "three-member clusters for -scale-ones")
 	nospace := flag.Bool("nospace", false, "time NOSPACE alarm -> writable (256 MiB quota) instead")
-	runs := flag.Int("runs", 3, "how many times -nospace fills the cluster")
+	runs := flag.Int("runs", 3, "how many times -nospace fills the cluster, or -ca-rotation rotates")
+	carot := flag.Bool("ca-rotation", false, "time -runs requested CA rotations of a 3-member TLS cluster under a writer instead")
 	starve := flag.Int("starve", 0, "with -scale-ones, also time spec edits with this many three-member clusters out of the operator's reach")
 	flag.Parse()
-	if err := run(*idle, *heal, *roll, int32(*lost), *ones, *threes, *nospace, *runs, *starve); err != nil {
+	if err := run(*idle, *heal, *roll, int32(*lost), *ones, *threes, *nospace, *carot, *runs, *starve); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nospace bool, runs, starve int) error {
+func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nospace, carot bool, runs, starve int) error {
 	ctx := context.Background()
 	env, err := framework.Setup()
 	if err != nil {
@@ -69,6 +70,9 @@ func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nosp
 	}
 	if roll {
 		return rollouts(ctx, env, c, ns)
+	}
+	if carot {
+		return caRotations(ctx, env, c, ns, runs)
 	}
 	if lost > 0 {
 		return nodeLoss(ctx, env, c, ns, lost)
