@@ -134,7 +134,11 @@ func caRotations(ctx context.Context, env *framework.Env, c client.Client, ns st
 			}
 			if now := st.Peer.Rotation + "/" + st.Client.Rotation; now != phase {
 				if phase != "" {
-					passes = append(passes, fmt.Sprintf("%s %.1fs", phase, time.Since(phaseBegan).Seconds()))
+					label := phase
+					if label == "/" {
+						label = "(requested, not begun)"
+					}
+					passes = append(passes, fmt.Sprintf("%s %.1fs", label, time.Since(phaseBegan).Seconds()))
 				}
 				phase, phaseBegan = now, time.Now()
 			}
