@@ -156,7 +156,9 @@ func TestPreUpgradeSnapshot_SelfHealGoesOnWhileItWaits(t *testing.T) {
 func TestPreUpgradeSnapshot_NotForAChangeOfResources(t *testing.T) {
 	h := withSnapshotBeforeUpgrade(t, "backups")
 	old := h.version("demo-a")
-	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Options = &v1alpha1.EtcdOptions{SnapshotCount: ptr.To[int64](5000)} })
+	h.editTemplate(func(t *v1alpha1.MemberTemplate) {
+		t.Options = &v1alpha1.EtcdOptions{SnapshotCount: ptr.To[int64](5000)}
+	})
 	for i := 0; i < 3; i++ {
 		h.reconcile()
 	}
