@@ -108,6 +108,9 @@ func TestDecide(t *testing.T) {
 		{name: "deleted before it ended: made again", in: Input{Enabled: true, Target: target, Configured: before,
 			Record: rec("main-preupgrade-3-6-16-g4", 4, v1alpha1.SnapshotRunning)},
 			want: Create, wantRecord: rec(mine, gen, v1alpha1.SnapshotPending), wantWanted: "main-preupgrade-3-6-16-g4"},
+		{name: "a failed one deleted: taken again under its name", in: Input{Enabled: true, Target: target, Configured: before,
+			Record: rec(mine, gen, v1alpha1.SnapshotFailed)},
+			want: Create, wantRecord: rec(mine, gen, v1alpha1.SnapshotPending), wantWanted: mine},
 		{name: "a name taken by someone else's snapshot", in: Input{Enabled: true, Target: target, Configured: before, Found: &Snapshot{Phase: v1alpha1.SnapshotSucceeded}},
 			want: Failed, wantWanted: mine, msg: "does not belong to this cluster"},
 	} {
