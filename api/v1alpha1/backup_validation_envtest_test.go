@@ -269,3 +269,40 @@ func TestRestoreCannotChangeAfterCreation(t *testing.T) {
 }
 
 func keyOf(s *v1alpha1.EtcdSnapshot) client.ObjectKey { return client.ObjectKeyFromObject(s) }
+
+// TestPreUpgradeSnapshotValidation: spec.rollout.snapshotBeforeUpgrade
+// takes a destination under the rules an EtcdSnapshot's has, https above all.
+func TestPreUpgradeSnapshotValidation(t *testing.T) {
+	with := func(d v1alpha1.SnapshotDestination) func(*v1alpha1.EtcdCluster) {
+		return func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Rollout.SnapshotBeforeUpgrade = &v1alpha1.PreUpgradeSnapshotSpec{Destination: d}
+		}
+	}
+	plain := s3Dest()
+	plain.Insecure = false
+	cases := []struct {
+		name    string
+		mutate  func(*v1alpha1.EtcdCluster)
+		message string
+	}{
+		{"no destination", with(v1alpha1.SnapshotDestination{}), "destination must set exactly one of s3 or persistentVolumeClaim"},
+		{"two destinations", with(v1alpha1.SnapshotDestination{S3: s3Dest(), PersistentVolumeClaim: pvcDest()}),
+			"destination must set exactly one of s3 or persistentVolumeClaim"},
+		{"http without insecure", with(v1alpha1.SnapshotDestination{S3: plain}), "s3.endpoint must be https:// unless s3.insecure is true"},
+		{"prefix climbing out", with(v1alpha1.SnapshotDestination{S3: &v1alpha1.S3Destination{Bucket: "backups", Prefix: "../x"}}),
+			"s3.prefix must be relative and must not contain '..'"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := k8s.Create(context.Background(), newCluster(fmt.Sprintf("preupgrade-bad-%d", i), tc.mutate))
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tc.message))
+		})
+	}
+	for i, d := range []v1alpha1.SnapshotDestination{{S3: s3Dest()}, {PersistentVolumeClaim: pvcDest()},
+		{S3: &v1alpha1.S3Destination{Endpoint: "https://s3.example", Bucket: "backups"}}} {
+		g := NewWithT(t)
+		g.Expect(k8s.Create(context.Background(), newCluster(fmt.Sprintf("preupgrade-ok-%d", i), with(d)))).To(Succeed())
+	}
+}

@@ -109,6 +109,20 @@ const (
 	// message names it. Fix the template or set it back; a member that
 	// never came up on the new template is rolled back first.
 	RolloutFailedReason = "RolloutFailed"
+	// PreUpgradeSnapshotPendingReason (Progressing=True, Ready=False): a
+	// version upgrade waits for the snapshot spec.rollout.
+	// snapshotBeforeUpgrade asks for (status.preUpgradeSnapshot names it);
+	// no member is restarted until it has succeeded. The message has the
+	// snapshot's own word on where it is (waiting for its turn, running).
+	// Self-heal and scaling go on meanwhile.
+	PreUpgradeSnapshotPendingReason = "PreUpgradeSnapshotPending"
+	// PreUpgradeSnapshotFailedReason (Ready=False, Stalled=True): the
+	// snapshot before a version upgrade failed, so the upgrade has not
+	// started and no member was touched; the message has the snapshot's
+	// reason. Fix what it names (the destination, its credentials) in the
+	// spec, or set spec.version back: any new generation of the spec takes
+	// a new snapshot.
+	PreUpgradeSnapshotFailedReason = "PreUpgradeSnapshotFailed"
 	// VersionChangeRefusedReason (Ready=False, Stalled=True): the version
 	// change breaks etcd's upgrade rules for the versions the members run
 	// now (a skipped minor, a 3.5 patch too old for 3.6, a downgrade). The

@@ -145,6 +145,28 @@ type RolloutSpec struct {
 	// too. Self-heal and scaling go on.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// SnapshotBeforeUpgrade takes a snapshot of the cluster before every
+	// version upgrade: when spec.version moves a member to a newer etcd, the
+	// operator first creates an EtcdSnapshot to this destination (owned by
+	// the cluster, named <cluster>-preupgrade-<version>-<generation>), waits
+	// for it to succeed, and only then restarts the first member. A failed
+	// snapshot stops the upgrade (PreUpgradeSnapshotFailed) and changes
+	// nothing; any edit of the spec (a fixed destination, say) tries again.
+	// Other rollouts (resources, options, a CA rotation) and a rollback to
+	// the version the members ran take no snapshot.
+	// +optional
+	SnapshotBeforeUpgrade *PreUpgradeSnapshotSpec `json:"snapshotBeforeUpgrade,omitempty"`
+}
+
+// PreUpgradeSnapshotSpec says where the snapshot before a version upgrade
+// goes.
+type PreUpgradeSnapshotSpec struct {
+	// Destination is where the snapshot is written: the same destination an
+	// EtcdSnapshot names, with the same rules (credentials in a Secret of
+	// the namespace; http:// only with s3.insecure).
+	// +kubebuilder:validation:XValidation:rule="!has(self.s3) || !has(self.s3.endpoint) || self.s3.endpoint.startsWith('https://') || (has(self.s3.insecure) && self.s3.insecure)",message="s3.endpoint must be https:// unless s3.insecure is true: over http the snapshot, every key of the cluster, crosses the network in clear"
+	Destination SnapshotDestination `json:"destination"`
 }
 
 // DefaultNodeLostAfterSeconds is SelfHealSpec.NodeLostAfterSeconds when unset.
@@ -282,6 +304,12 @@ type EtcdClusterStatus struct {
 	// +optional
 	MinorSince *MinorMark `json:"minorSince,omitempty"`
 
+	// PreUpgradeSnapshot is the snapshot spec.rollout.snapshotBeforeUpgrade
+	// asked for before the current version upgrade, and where it is. It is
+	// kept after the upgrade, and replaced by the next upgrade's.
+	// +optional
+	PreUpgradeSnapshot *PreUpgradeSnapshotStatus `json:"preUpgradeSnapshot,omitempty"`
+
 	// BrokenMembers counts members self-heal has judged beyond restarting:
 	// lost or corrupt data, a diverged view, a lost Memory Pod, a crash loop.
 	// +optional
@@ -408,4 +436,19 @@ func (c *EtcdCluster) Restore() *RestoreSpec {
 		return nil
 	}
 	return c.Spec.Bootstrap.Restore
+}
+
+// PreUpgradeSnapshotStatus names the snapshot taken before an upgrade.
+type PreUpgradeSnapshotStatus struct {
+	// Version is the etcd version of the upgrade the snapshot precedes.
+	Version string `json:"version"`
+	// Name is the EtcdSnapshot's, in the cluster's namespace.
+	Name string `json:"name"`
+	// Generation is the cluster's metadata.generation the snapshot was
+	// asked for in. A failed snapshot is tried again, under a new name,
+	// once the generation moves past it.
+	Generation int64 `json:"generation"`
+	// Phase is the snapshot's phase as the operator last saw it.
+	// +optional
+	Phase SnapshotPhase `json:"phase,omitempty"`
 }

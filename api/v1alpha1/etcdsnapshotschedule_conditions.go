@@ -43,6 +43,9 @@ const (
 	ScheduleLabel = "etcd.quorumctl.io/schedule"
 	// SnapshotLabel names the EtcdSnapshot a Job works for.
 	SnapshotLabel = "etcd.quorumctl.io/snapshot"
+	// PreUpgradeLabel marks the snapshot spec.rollout.snapshotBeforeUpgrade
+	// took, with the etcd version of the upgrade it precedes.
+	PreUpgradeLabel = "etcd.quorumctl.io/pre-upgrade"
 	// JobKindLabel says what a Job does: JobKindSnapshot, JobKindPrune or
 	// JobKindRestoreCheck.
 	JobKindLabel = "etcd.quorumctl.io/job"

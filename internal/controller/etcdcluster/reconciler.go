@@ -221,7 +221,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&v1alpha1.EtcdMember{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
-		Owns(&batchv1.Job{})
+		Owns(&batchv1.Job{}).
+		// The snapshot a version upgrade waits for moves it on as it ends.
+		Owns(&v1alpha1.EtcdSnapshot{})
 	if r.NetworkPolicy.Permitted {
 		// A policy deleted or edited by hand is restored at once.
 		b = b.Owns(&networkingv1.NetworkPolicy{})

@@ -102,6 +102,14 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 	if s.versionRefused != nil {
 		return ctrl.Result{}, false, nil
 	}
+	// A version upgrade waits for its snapshot before anything moves; the
+	// wait is the rollout's alone, so self-heal (earlier in the pass) and
+	// everything after it go on.
+	if s.outdatedCount() > 0 && s.settling() == "" && !s.cluster.Spec.Rollout.Paused {
+		if hold, err := r.preUpgradeSnapshot(ctx, s); hold || err != nil {
+			return ctrl.Result{RequeueAfter: requeueUnreachable}, false, err
+		}
+	}
 	leader := s.quorumView().LeaderID
 	var ms []rollout.Member
 	volumes := map[string]volumeChange{}

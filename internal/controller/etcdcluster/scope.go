@@ -69,6 +69,9 @@ type scope struct {
 	// versionRefused is set when the target version breaks etcd's upgrade
 	// rules for the versions the members are on.
 	versionRefused *etcdversion.Refusal
+	// preUpgradeFailed says why the snapshot a version upgrade waits for
+	// failed (spec.rollout.snapshotBeforeUpgrade), if it did.
+	preUpgradeFailed string
 	// access is how this pass reaches etcd (scheme, TLS, credentials);
 	// tls is what the TLS phase decided.
 	access etcdaccess.Access

@@ -291,6 +291,9 @@ func phaseFailure(s *scope) (string, string, bool) {
 	if s.versionRefused != nil {
 		return v1alpha1.VersionChangeRefusedReason, s.versionRefused.Message, true
 	}
+	if s.preUpgradeFailed != "" {
+		return v1alpha1.PreUpgradeSnapshotFailedReason, s.preUpgradeFailed, true
+	}
 	if why, failed := s.rolloutFailure(); failed {
 		return v1alpha1.RolloutFailedReason, why + "; fix spec or set it back, and the member is rolled back first", true
 	}
@@ -358,7 +361,7 @@ var stalls = map[string]bool{
 	v1alpha1.ObjectNotOwnedReason: true, v1alpha1.VersionChangeRefusedReason: true, v1alpha1.RolloutFailedReason: true,
 	v1alpha1.NoSpaceOverQuotaReason: true, v1alpha1.NoSpaceRecoveryDisabledReason: true, v1alpha1.CorruptAlarmReason: true,
 	v1alpha1.TLSSourceInvalidReason: true, v1alpha1.NetworkPolicyNotPermittedReason: true,
-	v1alpha1.EtcdReplyTooLargeReason: true,
+	v1alpha1.EtcdReplyTooLargeReason: true, v1alpha1.PreUpgradeSnapshotFailedReason: true,
 	v1alpha1.AuthSecretInvalidReason: true, v1alpha1.AuthFailedReason: true, v1alpha1.AuthRequiredReason: true,
 }
 
