@@ -208,7 +208,7 @@ func TestRestoreCreateValidation(t *testing.T) {
 		{"before with a space", withRestore(&v1alpha1.RestoreSpec{FromSchedule: fromSchedule("2026-12-07 01:00:00Z")}),
 			"fromSchedule.before must be an RFC 3339 time"},
 		{"before not in the calendar", withRestore(&v1alpha1.RestoreSpec{FromSchedule: fromSchedule("2026-02-31T01:00:00Z")}),
-			"spec.bootstrap.restore.fromSchedule.before"},
+			"fromSchedule.before must be a time that exists in the calendar"},
 		{"schedule name not a name", withRestore(&v1alpha1.RestoreSpec{FromSchedule: &v1alpha1.RestoreFromSchedule{Name: "Nightly_1", Before: "2026-12-07T01:00:00Z"}}),
 			"fromSchedule.name must be the name of an EtcdSnapshotSchedule"},
 		{"source without storage", withRestore(&v1alpha1.RestoreSpec{Source: &v1alpha1.RestoreSource{Key: "k"}}),

@@ -8,7 +8,7 @@ import (
 
 func TestChooseAsOf(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
-	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 	ok := func(name string, completed time.Time) Entry {
 		return Entry{Name: name, State: Succeeded, Created: completed.Add(-time.Minute), Completed: completed}
 	}

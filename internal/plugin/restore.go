@@ -90,7 +90,7 @@ func runRestore(ctx context.Context, env *Env, w io.Writer, name string, o resto
 		return err
 	}
 	if o.version != "" {
-		c.Spec.MemberTemplate.Version = o.version
+		c.Spec.Version = o.version
 	}
 	if o.replicas > 0 {
 		r := int32(o.replicas)
