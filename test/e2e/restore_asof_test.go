@@ -66,8 +66,9 @@ func (b *backupEnv) takeScheduled(ctx context.Context, t *testing.T, schedule st
 // TestRestoreAsOf: a schedule takes three snapshots with keys written
 // before each; a cluster restored from the schedule as of the second
 // snapshot's completion holds exactly the keys of the first, and its
-// status names the first. A time before every snapshot is refused, and no
-// member is created.
+// status names the first. kubectl etcd restore --as-of the third's
+// completion gives the keys of the first two. A time before every
+// snapshot is refused, and no member is created.
 func TestRestoreAsOf(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -117,6 +118,30 @@ func TestRestoreAsOf(t *testing.T) {
 	g.Expect(eps).To(HaveLen(1))
 	got := readAll(ctx, g, eps[0])
 	g.Expect(got).To(Equal(batches[0]), "exactly the keys written before the first snapshot, with their values")
+
+	t.Log("kubectl etcd restore as of the third snapshot's completion")
+	bin := buildPlugin(ctx, t)
+	third := snaps[2]
+	asOf := third.Status.CompletedAt.UTC().Format(time.RFC3339)
+	out, _, err := runPluginSplit(ctx, t, bin, "restore", "by-plugin", "--schedule", asOfSchedule, "--as-of", asOf, "-n", b.ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("EtcdSnapshot "+second.Name+", completed at "), "the preview")
+	g.Expect(out).To(ContainSubstring("The operator chose EtcdSnapshot " + second.Name))
+	g.Expect(out).To(ContainSubstring("EtcdCluster by-plugin is Ready with 1 members"), "the source cluster's size")
+	byPlugin := &v1alpha1.EtcdCluster{}
+	g.Expect(b.c.Get(ctx, types.NamespacedName{Namespace: b.ns, Name: "by-plugin"}, byPlugin)).To(Succeed())
+	g.Expect(byPlugin.Spec.Bootstrap.Restore.FromSchedule.Before).To(Equal(asOf))
+	g.Expect(byPlugin.Status.RestoreChoice.SnapshotName).To(Equal(second.Name))
+	eps, err = env.MemberEndpoints(ctx, b.ns, "by-plugin")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(eps).To(HaveLen(1))
+	want := map[string]string{}
+	for _, batch := range batches[:2] {
+		for k, v := range batch {
+			want[k] = v
+		}
+	}
+	g.Expect(readAll(ctx, g, eps[0])).To(Equal(want), "exactly the keys written before the second snapshot")
 
 	t.Log("restore as of a time before every snapshot")
 	early := first.Status.StartedAt.Add(-time.Hour).UTC().Format(time.RFC3339)
