@@ -194,9 +194,23 @@ func TestRestoreCreateValidation(t *testing.T) {
 		message string
 	}{
 		{"neither name nor source", withRestore(&v1alpha1.RestoreSpec{}),
-			"restore must set exactly one of snapshotName or source"},
+			"restore must set exactly one of snapshotName, source or fromSchedule"},
 		{"both name and source", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap", Source: source}),
-			"restore must set exactly one of snapshotName or source"},
+			"restore must set exactly one of snapshotName, source or fromSchedule"},
+		{"name and schedule", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap", FromSchedule: fromSchedule("2026-12-07T01:00:00Z")}),
+			"restore must set exactly one of snapshotName, source or fromSchedule"},
+		{"source and schedule", withRestore(&v1alpha1.RestoreSpec{Source: source, FromSchedule: fromSchedule("2026-12-07T01:00:00Z")}),
+			"restore must set exactly one of snapshotName, source or fromSchedule"},
+		{"before not a time", withRestore(&v1alpha1.RestoreSpec{FromSchedule: fromSchedule("yesterday")}),
+			"fromSchedule.before must be an RFC 3339 time, such as 2026-12-07T01:00:00Z"},
+		{"before without a zone", withRestore(&v1alpha1.RestoreSpec{FromSchedule: fromSchedule("2026-12-07T01:00:00")}),
+			"fromSchedule.before must be an RFC 3339 time"},
+		{"before with a space", withRestore(&v1alpha1.RestoreSpec{FromSchedule: fromSchedule("2026-12-07 01:00:00Z")}),
+			"fromSchedule.before must be an RFC 3339 time"},
+		{"before not in the calendar", withRestore(&v1alpha1.RestoreSpec{FromSchedule: fromSchedule("2026-02-31T01:00:00Z")}),
+			"fromSchedule.before must be a time that exists in the calendar"},
+		{"schedule name not a name", withRestore(&v1alpha1.RestoreSpec{FromSchedule: &v1alpha1.RestoreFromSchedule{Name: "Nightly_1", Before: "2026-12-07T01:00:00Z"}}),
+			"fromSchedule.name must be the name of an EtcdSnapshotSchedule"},
 		{"source without storage", withRestore(&v1alpha1.RestoreSpec{Source: &v1alpha1.RestoreSource{Key: "k"}}),
 			"source must set exactly one of s3 or persistentVolumeClaim"},
 		{"source with both storages", withRestore(&v1alpha1.RestoreSpec{Source: &v1alpha1.RestoreSource{S3: s3Dest(), PersistentVolumeClaim: pvcDest(), Key: "k"}}),
@@ -213,6 +227,19 @@ func TestRestoreCreateValidation(t *testing.T) {
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(ContainSubstring(tc.message))
 		})
+	}
+}
+
+func fromSchedule(before string) *v1alpha1.RestoreFromSchedule {
+	return &v1alpha1.RestoreFromSchedule{Name: "nightly", Before: before}
+}
+
+func TestRestoreFromScheduleAccepted(t *testing.T) {
+	for i, before := range []string{"2026-12-07T01:00:00Z", "2026-12-07T02:00:00+01:00", "2026-12-07T01:00:00.25Z"} {
+		g := NewWithT(t)
+		c := newCluster(fmt.Sprintf("restore-asof-%d", i), withRestore(&v1alpha1.RestoreSpec{FromSchedule: fromSchedule(before)}))
+		g.Expect(k8s.Create(context.Background(), c)).To(Succeed(), before)
+		g.Expect(c.Spec.Bootstrap.Restore.FromSchedule.Before).To(Equal(before), "kept as given")
 	}
 }
 
@@ -243,6 +270,9 @@ func TestRestoreCannotChangeAfterCreation(t *testing.T) {
 			"spec.bootstrap cannot be changed after creation"},
 		{"change the bump", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap"}),
 			func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap.Restore.BumpRevision = ptr.To[int64](5) },
+			"spec.bootstrap cannot be changed after creation"},
+		{"move the time", withRestore(&v1alpha1.RestoreSpec{FromSchedule: fromSchedule("2026-12-07T01:00:00Z")}),
+			func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap.Restore.FromSchedule.Before = "2026-12-08T01:00:00Z" },
 			"spec.bootstrap cannot be changed after creation"},
 		{"drop the restore but keep bootstrap", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap"}),
 			func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap.Restore = nil },

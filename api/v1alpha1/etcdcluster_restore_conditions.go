@@ -13,8 +13,15 @@ const (
 	// and restoring the snapshot.
 	RestoringReason = "Restoring"
 	// RestoreSnapshotNotFoundReason: spec.bootstrap.restore.snapshotName
-	// names no EtcdSnapshot.
+	// names no EtcdSnapshot, or the one fromSchedule chose is gone (the
+	// choice is latched, so another is never taken in its place).
 	RestoreSnapshotNotFoundReason = "RestoreSnapshotNotFound"
+	// RestoreNoSnapshotBeforeReason: spec.bootstrap.restore.fromSchedule
+	// finds no successful snapshot of the schedule that completed before
+	// its time. It clears by itself once one does (a snapshot restored
+	// into the namespace, or, for a time still ahead, one the schedule
+	// takes); nothing is chosen until then.
+	RestoreNoSnapshotBeforeReason = "RestoreNoSnapshotBefore"
 	// RestoreSnapshotNotReadyReason: the named EtcdSnapshot has not
 	// succeeded yet; the restore waits for it.
 	RestoreSnapshotNotReadyReason = "RestoreSnapshotNotReady"

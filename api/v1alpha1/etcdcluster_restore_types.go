@@ -22,7 +22,7 @@ type BootstrapSpec struct {
 
 // RestoreSpec is the snapshot a new cluster starts from, and how.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.snapshotName) != has(self.source)",message="restore must set exactly one of snapshotName or source"
+// +kubebuilder:validation:XValidation:rule="(has(self.snapshotName) ? 1 : 0) + (has(self.source) ? 1 : 0) + (has(self.fromSchedule) ? 1 : 0) == 1",message="restore must set exactly one of snapshotName, source or fromSchedule"
 type RestoreSpec struct {
 	// SnapshotName is a succeeded EtcdSnapshot in the same namespace.
 	// +kubebuilder:validation:MinLength=1
@@ -33,6 +33,11 @@ type RestoreSpec struct {
 	// metadata object must be beside it).
 	// +optional
 	Source *RestoreSource `json:"source,omitempty"`
+
+	// FromSchedule picks the newest successful snapshot of a schedule
+	// that completed before a given time.
+	// +optional
+	FromSchedule *RestoreFromSchedule `json:"fromSchedule,omitempty"`
 
 	// BumpRevision is added to the snapshot's revision, so that revisions
 	// never go backwards for clients that saw the old cluster, as

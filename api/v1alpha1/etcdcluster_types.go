@@ -347,6 +347,11 @@ type EtcdClusterStatus struct {
 	// +optional
 	RestoredFrom *RestoredFrom `json:"restoredFrom,omitempty"`
 
+	// RestoreChoice is the snapshot spec.bootstrap.restore.fromSchedule
+	// chose, latched when it was chosen.
+	// +optional
+	RestoreChoice *RestoreChoice `json:"restoreChoice,omitempty"`
+
 	// Maintenance records the defragmentations and NOSPACE recoveries the
 	// operator did; the Maintenance condition says what it is doing now.
 	// +optional

@@ -44,6 +44,7 @@ type options struct {
 	// replaceTimeout bounds replace-member's wait.
 	replaceTimeout time.Duration
 	recover        recoverOptions
+	restore        restoreOptions
 	snapshot       snapshotOptions
 	// snapshotTimeout bounds snapshot's wait.
 	snapshotTimeout time.Duration
@@ -155,6 +156,28 @@ var commands = []command{
 			"  --recover-timeout D   how long to wait (default " + DefaultRecoverTimeout.String() + ")\n",
 		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
 			return runRecover(ctx, env, w, args[0], o.recover)
+		},
+	},
+	{
+		name: "restore", args: "NEW-CLUSTER --schedule NAME --as-of TIME", min: 1, max: 1,
+		summary: "Create a new cluster from the newest successful snapshot of a schedule that\ncompleted before TIME (RFC 3339), and wait until it is Ready. It gets the\nmember template and size of the cluster the schedule snapshots, if that\ncluster still exists. The operator latches its choice in status.restoreChoice.",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.StringVar(&o.restore.schedule, "schedule", "", "")
+			fs.StringVar(&o.restore.asOf, "as-of", "", "")
+			fs.StringVar(&o.restore.version, "version", "", "")
+			fs.IntVar(&o.restore.replicas, "replicas", 0, "")
+			fs.BoolVar(&o.restore.wait, "wait", true, "")
+			fs.DurationVar(&o.restore.timeout, "restore-timeout", DefaultRestoreTimeout, "")
+		},
+		help: "  --schedule NAME       the EtcdSnapshotSchedule whose snapshots are considered (required)\n" +
+			"  --as-of TIME          an RFC 3339 time such as 2026-12-07T01:00:00Z: the snapshot\n" +
+			"                        restored completed before it, so it holds no later write (required)\n" +
+			"  --replicas N          members of the new cluster (default: the source cluster's, or 3)\n" +
+			"  --version VERSION     etcd version of the new cluster (default: the source cluster's)\n" +
+			"  --wait                wait until the cluster is Ready (default true)\n" +
+			"  --restore-timeout D   how long to wait (default " + DefaultRestoreTimeout.String() + ")\n",
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runRestore(ctx, env, w, args[0], o.restore)
 		},
 	},
 	{
@@ -346,7 +369,7 @@ func validate(cmd *command, o *options) error {
 	for _, d := range []struct {
 		flag  string
 		value time.Duration
-	}{{"--timeout", o.timeout}, {"--replace-timeout", o.replaceTimeout}, {"--snapshot-timeout", o.snapshotTimeout}} {
+	}{{"--timeout", o.timeout}, {"--replace-timeout", o.replaceTimeout}, {"--snapshot-timeout", o.snapshotTimeout}, {"--restore-timeout", o.restore.timeout}} {
 		if d.value < 0 || (d.value == 0 && commandHas(cmd, d.flag)) {
 			return usagef("%s %s must be positive, got %s", cmd.name, d.flag, d.value)
 		}
@@ -362,6 +385,10 @@ func validate(cmd *command, o *options) error {
 		}
 	case "recover":
 		return validateRecover(o.recover)
+	case "restore":
+		if err := validateRestore(o.restore); err != nil {
+			return err
+		}
 	case "snapshot":
 		if o.snapshot.to == "" {
 			return usagef("snapshot needs --to DESTINATION: s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH]")

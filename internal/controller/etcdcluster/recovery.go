@@ -210,7 +210,7 @@ func (r *Reconciler) carryOutSnapshot(ctx context.Context, s *scope, rec *v1alph
 	}
 	r.memos.get(s.cluster).rememberRefusal(nil)
 	c := s.cluster
-	c.Status.ClusterID, c.Status.RestoredFrom = "", nil
+	c.Status.ClusterID, c.Status.RestoredFrom, c.Status.RestoreChoice = "", nil, nil
 	c.Status.ClusterToken = v1alpha1.RecoveredClusterToken(c, rec)
 	rec.ResetAt = timePtr(s.now)
 	ctrl.LoggerFrom(ctx).Info("Every old member is gone; forming the cluster anew from the snapshot", "recovery", rec.Name, "snapshot", rec.Snapshot)

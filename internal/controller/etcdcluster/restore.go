@@ -121,14 +121,22 @@ func (r *Reconciler) restoreSource(ctx context.Context, s *scope, spec *v1alpha1
 	if spec.Source != nil {
 		return restoreSource{dest: spec.Source.Destination(), key: spec.Source.Key}, nil
 	}
+	name, chosen := spec.SnapshotName, ""
+	if spec.FromSchedule != nil {
+		var wait *ctrl.Result
+		if name, wait = r.chooseFromSchedule(ctx, s, spec.FromSchedule); wait != nil {
+			return restoreSource{}, wait
+		}
+		chosen = fmt.Sprintf(" (chosen from schedule %s as of %s)", spec.FromSchedule.Name, spec.FromSchedule.Before)
+	}
 	snap := &v1alpha1.EtcdSnapshot{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: s.cluster.Namespace, Name: spec.SnapshotName}, snap)
+	err := r.Get(ctx, types.NamespacedName{Namespace: s.cluster.Namespace, Name: name}, snap)
 	switch {
 	case apierrors.IsNotFound(err):
-		r.refuseRestore(s, v1alpha1.RestoreSnapshotNotFoundReason, fmt.Sprintf("no EtcdSnapshot %s in namespace %s", spec.SnapshotName, s.cluster.Namespace))
+		r.refuseRestore(s, v1alpha1.RestoreSnapshotNotFoundReason, fmt.Sprintf("no EtcdSnapshot %s in namespace %s%s", name, s.cluster.Namespace, chosen))
 		return restoreSource{}, &ctrl.Result{RequeueAfter: restoreRecheckAfter}
 	case err != nil:
-		s.phaseErrs = append(s.phaseErrs, fmt.Errorf("failed to get EtcdSnapshot %s: %w", spec.SnapshotName, err))
+		s.phaseErrs = append(s.phaseErrs, fmt.Errorf("failed to get EtcdSnapshot %s: %w", name, err))
 		return restoreSource{}, &ctrl.Result{RequeueAfter: requeueAfterError}
 	case snap.Status.Phase == v1alpha1.SnapshotFailed:
 		r.refuseRestore(s, v1alpha1.RestoreSnapshotFailedReason, fmt.Sprintf("EtcdSnapshot %s failed; restore from a snapshot that succeeded", snap.Name))
@@ -175,8 +183,13 @@ func (r *Reconciler) acceptSource(s *scope, spec *v1alpha1.RestoreSpec, src rest
 		BumpRevision: spec.BumpRevisionOrDefault(), MarkCompacted: spec.MarkCompactedOrDefault(),
 	}
 	if s.cluster.Status.RestoredFrom == nil {
+		name := spec.SnapshotName
+		if src.snapshot != nil {
+			// fromSchedule's choice, too.
+			name = src.snapshot.Name
+		}
 		s.cluster.Status.RestoredFrom = &v1alpha1.RestoredFrom{
-			SnapshotName: spec.SnapshotName, Location: backup.Location(src.dest, src.key), Key: src.key,
+			SnapshotName: name, Location: backup.Location(src.dest, src.key), Key: src.key,
 			Revision: m.Revision, SHA256: m.SHA256, SizeBytes: m.SizeBytes, Compression: compression, EtcdVersion: m.EtcdVersion,
 			SourceClusterID: m.ClusterID, BumpRevision: restore.BumpRevision, MarkCompacted: restore.MarkCompacted,
 		}
