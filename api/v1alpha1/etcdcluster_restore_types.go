@@ -48,6 +48,16 @@ type RestoreSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	MarkCompacted *bool `json:"markCompacted,omitempty"`
+
+	// Encryption names the age identity (AGE-SECRET-KEY-1…) that decrypts
+	// an encrypted snapshot; a recipient (age1…) cannot. It is checked
+	// against the key fingerprint the snapshot's metadata records before
+	// the seed is created: a missing, invalid or wrong key refuses the
+	// restore (RestoreEncryptionKeyMissing, RestoreEncryptionKeyInvalid,
+	// RestoreEncryptionKeyWrong). It is ignored for a snapshot that is not
+	// encrypted.
+	// +optional
+	Encryption *SnapshotEncryption `json:"encryption,omitempty"`
 }
 
 // RestoreSource is a snapshot in storage: a destination as snapshots are
@@ -110,6 +120,12 @@ type RestoredFrom struct {
 	// Compression of the stored object, from its metadata.
 	// +optional
 	Compression SnapshotCompression `json:"compression,omitempty"`
+	// Encryption of the stored object and the fingerprint of its key, from
+	// its metadata.
+	// +optional
+	Encryption SnapshotEncryptionScheme `json:"encryption,omitempty"`
+	// +optional
+	KeyFingerprint string `json:"keyFingerprint,omitempty"`
 	// EtcdVersion is the version the snapshot was taken with.
 	// +optional
 	EtcdVersion string `json:"etcdVersion,omitempty"`
@@ -142,6 +158,16 @@ type MemberRestore struct {
 	// as for members created before snapshots were compressed.
 	// +optional
 	Compression SnapshotCompression `json:"compression,omitempty"`
+	// Encryption of the stored object, from its metadata, and the key
+	// (from spec.bootstrap.restore.encryption) that decrypts it; the
+	// download checks the key's fingerprint against KeyFingerprint before
+	// it reads the payload. Empty when the snapshot is not encrypted.
+	// +optional
+	Encryption SnapshotEncryptionScheme `json:"encryption,omitempty"`
+	// +optional
+	EncryptionKey *SnapshotEncryption `json:"encryptionKey,omitempty"`
+	// +optional
+	KeyFingerprint string `json:"keyFingerprint,omitempty"`
 	// BumpRevision is etcdutl's --bump-revision.
 	BumpRevision int64 `json:"bumpRevision"`
 	// MarkCompacted is etcdutl's --mark-compacted.

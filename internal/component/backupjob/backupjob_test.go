@@ -104,7 +104,7 @@ func TestStorageCredentials(t *testing.T) {
 			for _, job := range []*batchv1.Job{
 				backupjob.Snapshot(snapshot(tc.dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379"}, "k.db", "op:v1", tc.ambient),
 				backupjob.Prune(snapshot(tc.dest), "k.db", "op:v1", tc.ambient),
-				backupjob.RestoreCheck(cluster(), tc.dest, "k.db", "op:v1", tc.ambient),
+				backupjob.RestoreCheck(cluster(), tc.dest, nil, "k.db", "op:v1", tc.ambient),
 			} {
 				c := job.Spec.Template.Spec.Containers[0]
 				g.Expect(names(c.Env)).To(Equal(tc.wantEnv), job.Name)
@@ -214,7 +214,7 @@ func TestJobsOnAVolume(t *testing.T) {
 	g.Expect(*save.Spec.Template.Spec.SecurityContext.FSGroup).To(BeNumerically(">", 0), "a fresh claim must be writable")
 	g.Expect(save.Spec.Template.Spec.Containers[0].Env).To(BeEmpty())
 
-	check := backupjob.RestoreCheck(cluster(), dest, "k.db", "op:v1", false)
+	check := backupjob.RestoreCheck(cluster(), dest, nil, "k.db", "op:v1", false)
 	g.Expect(check.Name).To(Equal("main-restore-check"))
 	g.Expect(check.OwnerReferences[0].Kind).To(Equal("EtcdCluster"))
 	g.Expect(check.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly).To(BeTrue(), "a check never writes")
@@ -294,5 +294,5 @@ func TestEtcdClientLabels(t *testing.T) {
 	g.Expect(matches(backupjob.Snapshot(snapshot(s3Dest), cluster(), etcdaccess.Shape{}, nil, "k", "op:v1", false))).To(BeTrue())
 	g.Expect(matches(backupjob.Snapshot(otherSnap, other, etcdaccess.Shape{}, nil, "k", "op:v1", false))).To(BeFalse(), "another cluster's snapshot")
 	g.Expect(matches(backupjob.Prune(snapshot(s3Dest), "k", "op:v1", false))).To(BeFalse(), "a prune never dials etcd")
-	g.Expect(matches(backupjob.RestoreCheck(cluster(), s3Dest, "k", "op:v1", false))).To(BeFalse(), "a restore check never dials etcd")
+	g.Expect(matches(backupjob.RestoreCheck(cluster(), s3Dest, nil, "k", "op:v1", false))).To(BeFalse(), "a restore check never dials etcd")
 }
