@@ -79,7 +79,7 @@ func TestEncryptedRoundTripThroughS3(t *testing.T) {
 	}
 
 	dest := v1alpha1.SnapshotDestination{
-		S3: &v1alpha1.S3Destination{Endpoint: s3.Endpoint, Bucket: bucket, Prefix: "enc/", ForcePathStyle: true, CredentialsSecretName: "x", Insecure: true},
+		S3:         &v1alpha1.S3Destination{Endpoint: s3.Endpoint, Bucket: bucket, Prefix: "enc/", ForcePathStyle: true, CredentialsSecretName: "x", Insecure: true},
 		Encryption: &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "snapshot-key", Key: "recipient"}},
 	}
 	k := backup.SnapshotKey("ns", "c", "snap")
