@@ -73,7 +73,7 @@ func (k KeyFile) read() ([]byte, error) {
 	buf := make([]byte, maxKeyFile)
 	n, err := f.Read(buf)
 	if err != nil && n == 0 {
-		return nil, fmt.Errorf("%w: Secret key %s is empty", backup.ErrEncryptionKeyMissing, k.Ref)
+		return nil, fmt.Errorf("%w: the Secret key %s is empty", backup.ErrEncryptionKeyMissing, k.Ref)
 	}
 	return buf[:n], nil
 }
@@ -87,7 +87,7 @@ func (k KeyFile) Recipient() (crypt.Recipient, error) {
 	}
 	r, err := crypt.ParseRecipient(data)
 	if err != nil {
-		return crypt.Recipient{}, fmt.Errorf("Secret key %s: %w", k.Ref, err)
+		return crypt.Recipient{}, fmt.Errorf("the Secret key %s: %w", k.Ref, err)
 	}
 	return r, nil
 }
@@ -104,7 +104,7 @@ func (k KeyFile) Identity() (crypt.Key, error) {
 		if strings.HasPrefix(strings.TrimSpace(string(data)), "age1") {
 			hint = "; it holds a recipient (age1…), which can encrypt but not decrypt"
 		}
-		return crypt.Key{}, fmt.Errorf("Secret key %s: %w%s", k.Ref, err, hint)
+		return crypt.Key{}, fmt.Errorf("the Secret key %s: %w%s", k.Ref, err, hint)
 	}
 	return key, nil
 }

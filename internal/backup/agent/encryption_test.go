@@ -143,7 +143,7 @@ func TestSaveRefusesAMissingOrInvalidKeyBeforeStoring(t *testing.T) {
 // header, before the seed exists.
 func TestInspectOpensTheHeaderAfterTheFingerprint(t *testing.T) {
 	ctx := context.Background()
-	real, realSecret, _ := crypt.GenerateKey()
+	named, namedSecret, _ := crypt.GenerateKey()
 	other, _, _ := crypt.GenerateKey()
 	f, eps := threeMembers()
 	f.SetSnapshot(etcdfake.ValidSnapshot(4))
@@ -153,7 +153,7 @@ func TestInspectOpensTheHeaderAfterTheFingerprint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta.KeyFingerprint = real.Fingerprint()
+	meta.KeyFingerprint = named.Fingerprint()
 	data, _ := json.Marshal(meta)
 	if err := st.Delete(ctx, backup.MetadataKey(a.Key)); err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestInspectOpensTheHeaderAfterTheFingerprint(t *testing.T) {
 	if err := store.Put(ctx, st, backup.MetadataKey(a.Key), data); err != nil {
 		t.Fatal(err)
 	}
-	_, err = InspectWithKey(ctx, st, a.Key, writeKey(t, realSecret))
+	_, err = InspectWithKey(ctx, st, a.Key, writeKey(t, namedSecret))
 	if !errors.Is(err, crypt.ErrWrongKey) || backup.CodeOf(err) != backup.CodeEncryptionKeyWrong {
 		t.Fatalf("err = %v (code %s), want the wrong key", err, backup.CodeOf(err))
 	}

@@ -271,7 +271,7 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 		return streamed{}, err
 	}
 	object := backup.NewObjectHash()
-	var sealed io.Writer = io.MultiWriter(w, object)
+	sealed := io.MultiWriter(w, object)
 	seal := io.WriteCloser(nopWriteCloser{sealed})
 	if to != nil {
 		if seal, err = crypt.Encrypt(*to, sealed); err != nil {
