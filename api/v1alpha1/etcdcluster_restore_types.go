@@ -120,10 +120,11 @@ type RestoredFrom struct {
 	// Compression of the stored object, from its metadata.
 	// +optional
 	Compression SnapshotCompression `json:"compression,omitempty"`
-	// Encryption of the stored object and the fingerprint of its key, from
-	// its metadata.
+	// Encryption of the stored object, from its metadata (Age), or empty.
 	// +optional
 	Encryption SnapshotEncryptionScheme `json:"encryption,omitempty"`
+	// KeyFingerprint is the fingerprint of the key it was encrypted to and
+	// decrypted with, from its metadata; never the key.
 	// +optional
 	KeyFingerprint string `json:"keyFingerprint,omitempty"`
 	// EtcdVersion is the version the snapshot was taken with.
@@ -158,14 +159,17 @@ type MemberRestore struct {
 	// as for members created before snapshots were compressed.
 	// +optional
 	Compression SnapshotCompression `json:"compression,omitempty"`
-	// Encryption of the stored object, from its metadata, and the key
-	// (from spec.bootstrap.restore.encryption) that decrypts it; the
-	// download checks the key's fingerprint against KeyFingerprint before
-	// it reads the payload. Empty when the snapshot is not encrypted.
+	// Encryption of the stored object, from its metadata; empty when the
+	// snapshot is not encrypted.
 	// +optional
 	Encryption SnapshotEncryptionScheme `json:"encryption,omitempty"`
+	// EncryptionKey is the Secret key that decrypts it, from
+	// spec.bootstrap.restore.encryption, mounted as a file into the
+	// download's container.
 	// +optional
 	EncryptionKey *SnapshotEncryption `json:"encryptionKey,omitempty"`
+	// KeyFingerprint is the key the metadata records; the download checks
+	// EncryptionKey against it before it reads the object.
 	// +optional
 	KeyFingerprint string `json:"keyFingerprint,omitempty"`
 	// BumpRevision is etcdutl's --bump-revision.

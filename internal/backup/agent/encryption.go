@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -70,12 +71,14 @@ func (k KeyFile) read() ([]byte, error) {
 		return nil, fmt.Errorf("failed to read the encryption key %s: %w", k.Ref, err)
 	}
 	defer f.Close()
-	buf := make([]byte, maxKeyFile)
-	n, err := f.Read(buf)
-	if err != nil && n == 0 {
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("failed to read the encryption key %s: %w", k.Ref, err)
+	case len(strings.TrimSpace(string(data))) == 0:
 		return nil, fmt.Errorf("%w: the Secret key %s is empty", backup.ErrEncryptionKeyMissing, k.Ref)
 	}
-	return buf[:n], nil
+	return data, nil
 }
 
 // Recipient is what a snapshot is encrypted to: the file may hold the
