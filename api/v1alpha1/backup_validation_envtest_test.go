@@ -73,6 +73,15 @@ func TestSnapshotCreateValidation(t *testing.T) {
 			`spec.destination.compression: Unsupported value: "Lz4": supported values: "None", "Zstd"`},
 		{"compression in lower case", func(s *v1alpha1.EtcdSnapshot) { s.Spec.Destination.Compression = "zstd" },
 			`spec.destination.compression: Unsupported value: "zstd": supported values: "None", "Zstd"`},
+		{"encryption key Secret that is no name", func(s *v1alpha1.EtcdSnapshot) {
+			s.Spec.Destination.Encryption = &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "Keys/age", Key: "k"}}
+		}, "encryption.secretRef.name must be the name of a Secret"},
+		{"encryption key that is no Secret key", func(s *v1alpha1.EtcdSnapshot) {
+			s.Spec.Destination.Encryption = &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "keys", Key: "../k"}}
+		}, "encryption.secretRef.key must be a Secret key"},
+		{"encryption without its key", func(s *v1alpha1.EtcdSnapshot) {
+			s.Spec.Destination.Encryption = &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "keys"}}
+		}, "spec.destination.encryption.secretRef.key in body should be at least 1 chars long"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,6 +228,9 @@ func TestRestoreCreateValidation(t *testing.T) {
 			"source.key must be relative and must not contain '..'"},
 		{"negative bump", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap", BumpRevision: ptr.To[int64](-1)}),
 			"spec.bootstrap.restore.bumpRevision in body should be greater than or equal to 0"},
+		{"restore key Secret that is no name", withRestore(&v1alpha1.RestoreSpec{SnapshotName: "snap",
+			Encryption: &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "-keys", Key: "age.key"}}}),
+			"encryption.secretRef.name must be the name of a Secret"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,6 +50,17 @@ const (
 	// names a compression scheme (or a metadata format) this operator
 	// cannot read; an operator that can must restore it.
 	RestoreSnapshotUnsupportedReason = "RestoreSnapshotUnsupported"
+	// RestoreEncryptionKeyMissingReason: the snapshot is encrypted and
+	// spec.bootstrap.restore.encryption names no key, or its Secret (or
+	// the key in it) does not exist.
+	RestoreEncryptionKeyMissingReason = "RestoreEncryptionKeyMissing"
+	// RestoreEncryptionKeyInvalidReason: the named key is not an age
+	// identity (AGE-SECRET-KEY-1…); a recipient (age1…) cannot decrypt.
+	RestoreEncryptionKeyInvalidReason = "RestoreEncryptionKeyInvalid"
+	// RestoreEncryptionKeyWrongReason: the named key is not the one the
+	// snapshot was encrypted to: its fingerprint is not the one the
+	// metadata records, or the object's header does not open with it.
+	RestoreEncryptionKeyWrongReason = "RestoreEncryptionKeyWrong"
 	// RestoreChecksumMismatchReason: the downloaded snapshot's SHA-256 is not
 	// the recorded one, or etcdutl's check of etcd's own hash failed.
 	RestoreChecksumMismatchReason = "RestoreChecksumMismatch"

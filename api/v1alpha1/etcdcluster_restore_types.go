@@ -53,6 +53,16 @@ type RestoreSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	MarkCompacted *bool `json:"markCompacted,omitempty"`
+
+	// Encryption names the age identity (AGE-SECRET-KEY-1…) that decrypts
+	// an encrypted snapshot; a recipient (age1…) cannot. It is checked
+	// against the key fingerprint the snapshot's metadata records before
+	// the seed is created: a missing, invalid or wrong key refuses the
+	// restore (RestoreEncryptionKeyMissing, RestoreEncryptionKeyInvalid,
+	// RestoreEncryptionKeyWrong). It is ignored for a snapshot that is not
+	// encrypted.
+	// +optional
+	Encryption *SnapshotEncryption `json:"encryption,omitempty"`
 }
 
 // RestoreSource is a snapshot in storage: a destination as snapshots are
@@ -115,6 +125,13 @@ type RestoredFrom struct {
 	// Compression of the stored object, from its metadata.
 	// +optional
 	Compression SnapshotCompression `json:"compression,omitempty"`
+	// Encryption of the stored object, from its metadata (Age), or empty.
+	// +optional
+	Encryption SnapshotEncryptionScheme `json:"encryption,omitempty"`
+	// KeyFingerprint is the fingerprint of the key it was encrypted to and
+	// decrypted with, from its metadata; never the key.
+	// +optional
+	KeyFingerprint string `json:"keyFingerprint,omitempty"`
 	// EtcdVersion is the version the snapshot was taken with.
 	// +optional
 	EtcdVersion string `json:"etcdVersion,omitempty"`
@@ -147,6 +164,19 @@ type MemberRestore struct {
 	// as for members created before snapshots were compressed.
 	// +optional
 	Compression SnapshotCompression `json:"compression,omitempty"`
+	// Encryption of the stored object, from its metadata; empty when the
+	// snapshot is not encrypted.
+	// +optional
+	Encryption SnapshotEncryptionScheme `json:"encryption,omitempty"`
+	// EncryptionKey is the Secret key that decrypts it, from
+	// spec.bootstrap.restore.encryption, mounted as a file into the
+	// download's container.
+	// +optional
+	EncryptionKey *SnapshotEncryption `json:"encryptionKey,omitempty"`
+	// KeyFingerprint is the key the metadata records; the download checks
+	// EncryptionKey against it before it reads the object.
+	// +optional
+	KeyFingerprint string `json:"keyFingerprint,omitempty"`
 	// BumpRevision is etcdutl's --bump-revision.
 	BumpRevision int64 `json:"bumpRevision"`
 	// MarkCompacted is etcdutl's --mark-compacted.

@@ -67,6 +67,12 @@ const (
 	// SnapshotTooOldReason: the snapshot completed longer ago than
 	// source.snapshot.maxAge. spec.force overrides it.
 	SnapshotTooOldReason = "SnapshotTooOld"
+	// SnapshotEncryptedReason: the snapshot is encrypted, and an
+	// EtcdRecovery has no field for the key that decrypts it yet; checked
+	// before anything changes, as the restore would be refused only after
+	// the members were gone. Restore it into a new cluster with
+	// spec.bootstrap.restore.encryption, or pick an unencrypted snapshot.
+	SnapshotEncryptedReason = "SnapshotEncrypted"
 	// SnapshotRecoveryUnavailableReason: this operator cannot restore
 	// snapshots yet; recover from a survivor.
 	SnapshotRecoveryUnavailableReason = "SnapshotRecoveryUnavailable"

@@ -60,6 +60,13 @@ const (
 	NoHealthyMemberReason = "NoHealthyMember"
 	// EtcdErrorReason: the member's snapshot stream failed.
 	EtcdErrorReason = "EtcdError"
+	// EncryptionKeyMissingReason: destination.encryption names a Secret,
+	// or a key in it, that does not exist.
+	EncryptionKeyMissingReason = "EncryptionKeyMissing"
+	// EncryptionKeyInvalidReason: the key destination.encryption names is
+	// neither an age identity (AGE-SECRET-KEY-1…) nor an age recipient
+	// (age1…).
+	EncryptionKeyInvalidReason = "EncryptionKeyInvalid"
 	// StorageErrorReason: writing to the destination failed for another
 	// reason (a full volume, a network error); the message has it.
 	StorageErrorReason = "StorageError"

@@ -26,7 +26,51 @@ type SnapshotDestination struct {
 	// key (name.db) either way.
 	// +optional
 	Compression SnapshotCompression `json:"compression,omitempty"`
+
+	// Encryption, if set, encrypts the snapshots written here with age
+	// (X25519) to the key in a Secret of the snapshot's namespace. The
+	// agent encrypts as it streams: nothing unencrypted is written
+	// anywhere. The Secret's key may hold the age identity
+	// (AGE-SECRET-KEY-1…) or only its recipient (age1…, the public half):
+	// writing needs no more, so the cluster that takes snapshots need not
+	// be able to read them. A restore needs the identity, named in
+	// spec.bootstrap.restore.encryption. Like compression it only says how
+	// new snapshots are written; the metadata beside each snapshot records
+	// the scheme and the key's fingerprint, never the key.
+	// +optional
+	Encryption *SnapshotEncryption `json:"encryption,omitempty"`
 }
+
+// SnapshotEncryption names the age key that snapshots are encrypted to
+// (or, in a restore, decrypted with).
+type SnapshotEncryption struct {
+	// SecretRef is a key of a Secret in the same namespace. The Secret is
+	// mounted as a file into the Pods that write or read snapshots; the
+	// operator itself never reads it.
+	SecretRef SecretKeyReference `json:"secretRef"`
+}
+
+// SecretKeyReference names one key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="encryption.secretRef.name must be the name of a Secret: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
+	Name string `json:"name"`
+	// Key in the Secret that holds the age key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="encryption.secretRef.key must be a Secret key: letters, digits, '-', '_' and '.'"
+	Key string `json:"key"`
+}
+
+// SnapshotEncryptionScheme is how a stored snapshot is encrypted.
+// +kubebuilder:validation:Enum=Age
+type SnapshotEncryptionScheme string
+
+// EncryptionAge is age (age-encryption.org/v1) to one X25519 recipient:
+// a STREAM of 64 KiB authenticated chunks.
+const EncryptionAge SnapshotEncryptionScheme = "Age"
 
 // SnapshotCompression is how a snapshot is encoded in storage.
 // +kubebuilder:validation:Enum=None;Zstd
@@ -221,6 +265,16 @@ type EtcdSnapshotStatus struct {
 	// +optional
 	Compression SnapshotCompression `json:"compression,omitempty"`
 
+	// Encryption is how the stored object is encrypted, as its metadata
+	// records it (Age); empty when it is not.
+	// +optional
+	Encryption SnapshotEncryptionScheme `json:"encryption,omitempty"`
+
+	// KeyFingerprint names the key a restore needs (sha256: and the first
+	// 16 bytes of the SHA-256 of its age recipient); never the key.
+	// +optional
+	KeyFingerprint string `json:"keyFingerprint,omitempty"`
+
 	// EtcdVersion is the version of the member the snapshot was taken from.
 	// +optional
 	EtcdVersion string `json:"etcdVersion,omitempty"`
@@ -259,6 +313,7 @@ type EtcdSnapshotStatus struct {
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.sizeBytes`
 // +kubebuilder:printcolumn:name="Compression",type=string,JSONPath=`.status.compression`,priority=1
+// +kubebuilder:printcolumn:name="Encryption",type=string,JSONPath=`.status.encryption`,priority=1
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.location`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdSnapshot struct {

@@ -3,6 +3,7 @@ package backup
 import (
 	"errors"
 
+	"github.com/quorumctl/etcd-operator/internal/backup/crypt"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
@@ -36,11 +37,22 @@ var (
 func CodeOf(err error) Code {
 	var call *etcd.CallError
 	var unsupported *UnsupportedError
+	var wrongKey *WrongKeyError
 	switch {
 	case err == nil:
 		return CodeOK
 	case errors.As(err, &unsupported):
 		return CodeUnsupported
+	case errors.As(err, &wrongKey), errors.Is(err, crypt.ErrWrongKey):
+		return CodeEncryptionKeyWrong
+	case errors.Is(err, crypt.ErrInvalidKey):
+		return CodeEncryptionKeyInvalid
+	case errors.Is(err, ErrEncryptionKeyMissing):
+		return CodeEncryptionKeyMissing
+	case errors.Is(err, crypt.ErrDamaged):
+		// A chunk that fails its authentication is bytes that changed in
+		// storage, as a SHA-256 that does not match is.
+		return CodeChecksumMismatch
 	case errors.Is(err, ErrCredentials):
 		return CodeCredentialsInvalid
 	case errors.Is(err, ErrBucketNotFound):

@@ -31,13 +31,23 @@ const (
 	// CodeUnsupported: the metadata names a scheme or format this release
 	// cannot read (UnsupportedError).
 	CodeUnsupported Code = "Unsupported"
+	// CodeEncryptionKeyMissing: no key was named, or its Secret or key
+	// does not exist (ErrEncryptionKeyMissing).
+	CodeEncryptionKeyMissing Code = "EncryptionKeyMissing"
+	// CodeEncryptionKeyInvalid: the key does not parse, or is a recipient
+	// where decrypting needs the identity (crypt.ErrInvalidKey).
+	CodeEncryptionKeyInvalid Code = "EncryptionKeyInvalid"
+	// CodeEncryptionKeyWrong: the key is not the snapshot's
+	// (WrongKeyError, crypt.ErrWrongKey).
+	CodeEncryptionKeyWrong Code = "EncryptionKeyWrong"
 )
 
 // Metadata is the small JSON object stored beside each snapshot. It is
 // written only after the snapshot itself is committed, so a snapshot
 // without it is not a good snapshot: it is the marker restores look for.
 type Metadata struct {
-	// Format is MetadataFormatPlain or MetadataFormatCompressed.
+	// Format is MetadataFormatPlain, MetadataFormatCompressed or
+	// MetadataFormatEncrypted.
 	Format int `json:"format"`
 	// Namespace, Cluster and Snapshot name the EtcdCluster and EtcdSnapshot.
 	Namespace string `json:"namespace"`
@@ -62,14 +72,20 @@ type Metadata struct {
 	// stream (v1alpha1.CompressionZstd); absent, in format 1, it is the
 	// stream as etcd sent it. Read it with CompressionOf.
 	Compression v1alpha1.SnapshotCompression `json:"compression,omitempty"`
-	// SizeBytes is the stored object: compressed if it is, etcd's 32-byte
+	// Encryption is how the stored object is encrypted (Age, format 3
+	// only), after compression; KeyFingerprint names the key it was
+	// encrypted to (crypt.Fingerprint: a hash of the public half), never
+	// the key. Read them with EncryptionOf.
+	Encryption     v1alpha1.SnapshotEncryptionScheme `json:"encryption,omitempty"`
+	KeyFingerprint string                            `json:"keyFingerprint,omitempty"`
+	// SizeBytes is the stored object: compressed and encrypted if it is, etcd's 32-byte
 	// SHA-256 inside it. DBSizeBytes is the database alone, uncompressed,
 	// without that digest.
 	SizeBytes   int64 `json:"sizeBytes"`
 	DBSizeBytes int64 `json:"dbSizeBytes"`
 	// SHA256 is the hex SHA-256 of the stored object, exactly the bytes in
-	// storage (compressed if it is): a restore checks it as it downloads,
-	// before it decodes anything. EtcdSHA256 is the digest etcd appended to
+	// storage (compressed and encrypted if it is): a restore checks it as
+	// it downloads, and before it trusts anything it decrypted or decoded. EtcdSHA256 is the digest etcd appended to
 	// its stream, of the uncompressed database; a restore checks it again
 	// on the decoded stream, so both ends of the decoding are hash-checked.
 	SHA256     string `json:"sha256"`
@@ -78,11 +94,14 @@ type Metadata struct {
 
 // Validate checks what a restore relies on.
 func (m *Metadata) Validate() error {
-	if m.Format != MetadataFormatPlain && m.Format != MetadataFormatCompressed {
+	if m.Format != MetadataFormatPlain && m.Format != MetadataFormatCompressed && m.Format != MetadataFormatEncrypted {
 		return &UnsupportedError{What: fmt.Sprintf("metadata format %d", m.Format),
-			Known: fmt.Sprintf("formats %d and %d", MetadataFormatPlain, MetadataFormatCompressed)}
+			Known: fmt.Sprintf("formats %d to %d", MetadataFormatPlain, MetadataFormatEncrypted)}
 	}
 	if _, err := m.CompressionOf(); err != nil {
+		return err
+	}
+	if _, _, err := m.EncryptionOf(); err != nil {
 		return err
 	}
 	switch {
@@ -184,6 +203,10 @@ func SnapshotReason(c Code) string {
 		return v1alpha1.NoHealthyMemberReason
 	case CodeEtcdError:
 		return v1alpha1.EtcdErrorReason
+	case CodeEncryptionKeyMissing:
+		return v1alpha1.EncryptionKeyMissingReason
+	case CodeEncryptionKeyInvalid:
+		return v1alpha1.EncryptionKeyInvalidReason
 	}
 	return v1alpha1.StorageErrorReason
 }
@@ -203,6 +226,12 @@ func RestoreReason(c Code) string {
 		return v1alpha1.RestoreMetadataInvalidReason
 	case CodeUnsupported:
 		return v1alpha1.RestoreSnapshotUnsupportedReason
+	case CodeEncryptionKeyMissing:
+		return v1alpha1.RestoreEncryptionKeyMissingReason
+	case CodeEncryptionKeyInvalid:
+		return v1alpha1.RestoreEncryptionKeyInvalidReason
+	case CodeEncryptionKeyWrong:
+		return v1alpha1.RestoreEncryptionKeyWrongReason
 	}
 	return v1alpha1.RestoreFailedReason
 }

@@ -112,7 +112,7 @@ func TestCompressionOf(t *testing.T) {
 		t.Error("MetadataFormatFor: an uncompressed snapshot must stay readable by older releases (format 1)")
 	}
 	var unsupported *UnsupportedError
-	if _, err := ParseMetadata([]byte(`{"format": 3, "sha256": "` + strings.Repeat("0", 64) + `", "sizeBytes": 1, "etcdVersion": "3.6.0"}`)); !errors.As(err, &unsupported) {
+	if _, err := ParseMetadata([]byte(`{"format": 4, "sha256": "` + strings.Repeat("0", 64) + `", "sizeBytes": 1, "etcdVersion": "3.6.0"}`)); !errors.As(err, &unsupported) {
 		t.Errorf("a newer metadata format: err = %v, want an UnsupportedError", err)
 	}
 }

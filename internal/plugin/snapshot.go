@@ -168,10 +168,13 @@ type SnapshotReport struct {
 	Revision  int64  `json:"revision,omitempty"`
 	SizeBytes int64  `json:"sizeBytes,omitempty"`
 	// Compression of the stored object, as its metadata recorded it.
-	Compression string     `json:"compression,omitempty"`
-	Location    string     `json:"location,omitempty"`
-	SHA256      string     `json:"sha256,omitempty"`
-	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	Compression string `json:"compression,omitempty"`
+	// Encryption and KeyFingerprint say which key a restore needs.
+	Encryption     string     `json:"encryption,omitempty"`
+	KeyFingerprint string     `json:"keyFingerprint,omitempty"`
+	Location       string     `json:"location,omitempty"`
+	SHA256         string     `json:"sha256,omitempty"`
+	CompletedAt    *time.Time `json:"completedAt,omitempty"`
 }
 
 // runSnapshots lists a cluster's snapshots, newest first.
@@ -187,6 +190,7 @@ func runSnapshots(ctx context.Context, env *Env, w io.Writer, format, cluster st
 		}
 		r := SnapshotReport{Name: s.Name, Cluster: cluster, Schedule: s.Labels[v1alpha1.ScheduleLabel], Phase: string(s.Status.Phase),
 			Revision: s.Status.Revision, SizeBytes: s.Status.SizeBytes, Compression: string(s.Status.Compression),
+			Encryption: string(s.Status.Encryption), KeyFingerprint: s.Status.KeyFingerprint,
 			Location: s.Status.Location, SHA256: s.Status.SHA256}
 		if r.Phase == "" {
 			r.Phase = string(v1alpha1.SnapshotPending)

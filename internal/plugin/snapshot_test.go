@@ -110,7 +110,8 @@ func TestSnapshotsListsNewestFirst(t *testing.T) {
 		return &v1alpha1.EtcdSnapshot{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
 			Spec: v1alpha1.EtcdSnapshotSpec{ClusterName: cluster},
 			Status: v1alpha1.EtcdSnapshotStatus{Phase: phase, CompletedAt: completed, Revision: 7, SizeBytes: 2048,
-				Compression: v1alpha1.CompressionZstd, Location: "pvc://c/" + name}}
+				Compression: v1alpha1.CompressionZstd, Encryption: v1alpha1.EncryptionAge,
+				KeyFingerprint: "sha256:0123456789abcdef0123456789abcdef", Location: "pvc://c/" + name}}
 	}
 	w.objs = append(w.objs,
 		snap("old", "demo", v1alpha1.SnapshotSucceeded, at(1)),
@@ -134,4 +135,6 @@ func TestSnapshotsListsNewestFirst(t *testing.T) {
 	g.Expect(rows).To(HaveLen(3))
 	g.Expect(rows[1].SizeBytes).To(Equal(int64(2048)))
 	g.Expect(rows[1].Compression).To(Equal("Zstd"))
+	g.Expect(rows[1].Encryption).To(Equal("Age"))
+	g.Expect(rows[1].KeyFingerprint).To(Equal("sha256:0123456789abcdef0123456789abcdef"))
 }

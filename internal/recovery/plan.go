@@ -49,6 +49,9 @@ type Snapshot struct {
 	// StorageRefused says why the operator may not read the snapshot's
 	// storage (backup.CredentialsDecision.Refusal); empty when it may.
 	StorageRefused string
+	// Encrypted: the snapshot's status records an encryption, whose key a
+	// recovery cannot name yet.
+	Encrypted bool
 }
 
 // Request is one EtcdRecovery's spec.
@@ -225,6 +228,12 @@ func planSnapshot(c Cluster, loss Loss, req Request, snapshots []Snapshot, now t
 		// Checked before anything changes: the restore would be refused
 		// only after the members were gone.
 		return nil, refuse(v1alpha1.AmbientCredentialsRefusedReason, "EtcdSnapshot %s cannot be restored: %s", chosen.Name, chosen.StorageRefused)
+	}
+	if chosen.Encrypted {
+		// Also before anything changes: the restore would ask for a key
+		// that nothing in the recovery names.
+		return nil, refuse(v1alpha1.SnapshotEncryptedReason,
+			"EtcdSnapshot %s is encrypted, and a recovery cannot name its key yet; restore it into a new EtcdCluster with spec.bootstrap.restore.encryption, or pick an unencrypted snapshot", chosen.Name)
 	}
 	if src.MaxAge != nil {
 		if age := now.Sub(chosen.CompletedAt); age > src.MaxAge.Duration {

@@ -123,6 +123,7 @@ func TestDecide_Refusals(t *testing.T) {
 		{Name: "failed", ClusterName: "demo", CompletedAt: now.Add(-time.Minute)},
 		{Name: "theirs", ClusterName: "other", Succeeded: true, CompletedAt: now.Add(-time.Minute)},
 		{Name: "unreadable", ClusterName: "demo", Succeeded: true, CompletedAt: now.Add(-time.Minute), Revision: 30, StorageRefused: "no Secret, no ambient"},
+		{Name: "sealed", ClusterName: "demo", Succeeded: true, CompletedAt: now.Add(-2 * time.Hour), Revision: 25, Encrypted: true},
 	}
 	memory := lostTwo()
 	memory.Memory = true
@@ -164,6 +165,8 @@ func TestDecide_Refusals(t *testing.T) {
 			"EtcdSnapshot old completed 3h0m0s ago, longer than maxAge 1h0m0s"},
 		{"a snapshot the operator may not read, even forced", lostTwo(), fromSnapshot("unreadable", 0, true), v1alpha1.AmbientCredentialsRefusedReason,
 			"EtcdSnapshot unreadable cannot be restored: no Secret, no ambient"},
+		{"an encrypted snapshot, whose key a recovery cannot name, even forced", lostTwo(), fromSnapshot("sealed", 0, true), v1alpha1.SnapshotEncryptedReason,
+			"EtcdSnapshot sealed is encrypted"},
 		{"the latest snapshot, which the operator may not read", lostTwo(), fromSnapshot("", 0, false), v1alpha1.AmbientCredentialsRefusedReason,
 			"EtcdSnapshot unreadable cannot be restored"},
 	}

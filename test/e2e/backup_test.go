@@ -46,6 +46,8 @@ type backupEnv struct {
 	ns     string
 	prefix string
 	bucket *store.S3
+	// restoreKey, if set, is the key roundTrip restores with.
+	restoreKey *v1alpha1.SnapshotEncryption
 }
 
 func newBackupEnv(ctx context.Context, t *testing.T, name string) *backupEnv {
@@ -110,7 +112,7 @@ func succeeded(s *v1alpha1.EtcdSnapshot) *metav1.Condition {
 // snapshot in which every member holds exactly the 10,000 keys with the
 // values written, revisions past the bump, a cluster ID of its own, and
 // compacted history.
-func roundTrip(ctx context.Context, t *testing.T, b *backupEnv, dest v1alpha1.SnapshotDestination, checkStored func(snap *v1alpha1.EtcdSnapshot)) {
+func roundTrip(ctx context.Context, t *testing.T, b *backupEnv, dest v1alpha1.SnapshotDestination, checkStored func(snap *v1alpha1.EtcdSnapshot, written map[string]string)) {
 	g := b.g
 	b.cluster(ctx, "source", 3, "", nil)
 	source := b.ready(ctx, "source")
@@ -133,14 +135,14 @@ func roundTrip(ctx context.Context, t *testing.T, b *backupEnv, dest v1alpha1.Sn
 	g.Expect(snap.Status.EtcdVersion).To(Equal(v1alpha1.DefaultEtcdVersion))
 	g.Expect(snap.Status.StartedAt).NotTo(BeNil())
 	g.Expect(snap.Status.CompletedAt).NotTo(BeNil())
-	checkStored(snap)
+	checkStored(snap, written)
 
 	t.Logf("writing %d keys after the snapshot", laterKeys)
 	g.Expect(framework.PutKeys(ctx, cli, "later", laterKeys)).To(Succeed())
 
 	t.Log("restore into a new 3-member cluster")
 	began := time.Now()
-	b.cluster(ctx, "restored", 3, "", &v1alpha1.RestoreSpec{SnapshotName: "snap"})
+	b.cluster(ctx, "restored", 3, "", &v1alpha1.RestoreSpec{SnapshotName: "snap", Encryption: b.restoreKey})
 	restored := b.ready(ctx, "restored")
 	t.Logf("restored cluster Ready %s after it was created", time.Since(began).Round(time.Second))
 
@@ -213,7 +215,7 @@ func TestBackupRoundTripThroughS3(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	b := newBackupEnv(ctx, t, "backup-s3")
-	roundTrip(ctx, t, b, framework.S3Destination(b.prefix), func(snap *v1alpha1.EtcdSnapshot) {
+	roundTrip(ctx, t, b, framework.S3Destination(b.prefix), func(snap *v1alpha1.EtcdSnapshot, _ map[string]string) {
 		key := snap.Status.Key
 		keys, err := framework.ObjectKeys(ctx, b.bucket)
 		b.g.Expect(err).NotTo(HaveOccurred())
@@ -238,7 +240,7 @@ func TestBackupRoundTripThroughAVolume(t *testing.T) {
 	}, metav1.CreateOptions{})
 	b.g.Expect(err).NotTo(HaveOccurred())
 	dest := v1alpha1.SnapshotDestination{PersistentVolumeClaim: &v1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}
-	roundTrip(ctx, t, b, dest, func(snap *v1alpha1.EtcdSnapshot) {
+	roundTrip(ctx, t, b, dest, func(snap *v1alpha1.EtcdSnapshot, _ map[string]string) {
 		// The file itself, read off the claim: what the status says was
 		// stored must be there, byte for byte.
 		file := path.Join("/data", dest.PersistentVolumeClaim.Path, snap.Status.Key)

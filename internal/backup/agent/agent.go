@@ -102,6 +102,9 @@ type StorageArgs struct {
 	// it only where its CredentialsPolicy allows (backup.CredentialsPolicy);
 	// without it the agent reaches S3 with static credentials or not at all.
 	AmbientCredentials bool
+	// EncryptionKey is the age key a save encrypts to (the destination's
+	// encryption) or a restore decrypts with; not named when none is.
+	EncryptionKey KeyFile
 }
 
 // Defaults of where the Pods mount things.
@@ -123,7 +126,7 @@ func (a StorageArgs) flags() []string {
 		// Never with a named Secret: see openStore.
 		out = append(out, "--ambient-credentials")
 	}
-	return out
+	return append(out, a.EncryptionKey.flags()...)
 }
 
 // storageFlags binds the storage flags; the returned function decodes them.
@@ -135,6 +138,7 @@ func storageFlags(fs *flag.FlagSet, a *StorageArgs) func() error {
 	fs.StringVar(&a.CAFile, "ca-file", "", "PEM CA bundle of the S3 endpoint")
 	fs.BoolVar(&a.AmbientCredentials, "ambient-credentials", false,
 		"without static credentials in the environment, let the SDK's default chain find ambient ones")
+	keyFlags(fs, &a.EncryptionKey)
 	return func() error {
 		if err := json.Unmarshal([]byte(dest), &a.Destination); err != nil {
 			return fmt.Errorf("%w: --destination: %v", backup.ErrInvalidArguments, err)

@@ -145,7 +145,7 @@ func TestAnUnknownSchemeIsRefusedByItsOwnCode(t *testing.T) {
 	sum := sha256.Sum256(raw)
 	for name, meta := range map[string]string{
 		"a scheme":            `{"format": 2, "compression": "Lz4", `,
-		"a newer meta format": `{"format": 3, `,
+		"a newer meta format": `{"format": 4, `,
 	} {
 		t.Run(name, func(t *testing.T) {
 			data := meta + `"etcdVersion": "3.6.5", "sizeBytes": ` + strconv.Itoa(len(raw)) + `, "sha256": "` + hex.EncodeToString(sum[:]) + `"}`

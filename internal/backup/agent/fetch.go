@@ -13,6 +13,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/backup/codec"
+	"github.com/quorumctl/etcd-operator/internal/backup/crypt"
 	"github.com/quorumctl/etcd-operator/internal/backup/store"
 )
 
@@ -35,6 +36,11 @@ type FetchArgs struct {
 	// Compression is how the object is encoded, as its metadata records
 	// it (never the destination's setting, which is for new snapshots).
 	Compression v1alpha1.SnapshotCompression
+	// Encryption and KeyFingerprint are how the object is encrypted and to
+	// which key, from its metadata; StorageArgs.EncryptionKey must be that
+	// key, which is checked before the payload is read.
+	Encryption     v1alpha1.SnapshotEncryptionScheme
+	KeyFingerprint string
 	// DataDir is the seed's etcd data dir; WorkDir a directory on the same
 	// volume.
 	DataDir, WorkDir string
@@ -50,6 +56,9 @@ func (a FetchArgs) Args() []string {
 		"--data-dir="+a.DataDir, "--work-dir="+a.WorkDir)
 	if a.Compression != "" {
 		out = append(out, "--compression="+string(a.Compression))
+	}
+	if a.Encryption != "" {
+		out = append(out, "--encryption="+string(a.Encryption), "--key-fingerprint="+a.KeyFingerprint)
 	}
 	if a.CopySelfTo != "" {
 		out = append(out, "--copy-self-to="+a.CopySelfTo)
@@ -68,8 +77,18 @@ func parseFetch(args []string, env Env) (FetchArgs, string, error) {
 	fs.StringVar(&a.CopySelfTo, "copy-self-to", "", "where to copy this binary")
 	var compression string
 	fs.StringVar(&compression, "compression", "", "how the stored object is encoded, from its metadata: None (the default) or Zstd")
+	var encryption string
+	fs.StringVar(&encryption, "encryption", "", "how the stored object is encrypted, from its metadata: Age, or empty")
+	fs.StringVar(&a.KeyFingerprint, "key-fingerprint", "", "the fingerprint of the key it is encrypted to, from its metadata")
 	logPath := terminationFlag(fs)
 	err := parse(fs, args, decode, func() error {
+		a.Encryption = v1alpha1.SnapshotEncryptionScheme(encryption)
+		switch {
+		case a.Encryption != "" && a.Encryption != v1alpha1.EncryptionAge:
+			return &backup.UnsupportedError{What: fmt.Sprintf("encryption %q", encryption), Known: string(v1alpha1.EncryptionAge)}
+		case (a.Encryption == "") != (a.KeyFingerprint == ""):
+			return fmt.Errorf("%w: --encryption and --key-fingerprint go together", backup.ErrInvalidArguments)
+		}
 		if len(a.SHA256) != 64 || a.Size <= 0 || a.DataDir == "" || a.WorkDir == "" {
 			return fmt.Errorf("%w: --sha256, --size, --data-dir and --work-dir are required", backup.ErrInvalidArguments)
 		}
@@ -111,12 +130,17 @@ func gateOpen(dataDir string, env Env) bool {
 	return backup.RestoreNeeded(env.Getenv(EnvInitialClusterState), !errors.Is(err, fs.ErrNotExist))
 }
 
-// Fetch downloads the snapshot into the work dir and decodes it on the
-// way, streaming: store → hash of the stored object → decoder → check of
-// etcd's digest → file. The recorded SHA-256 and size are of the stored
-// object; etcd's own digest is checked on the decoded stream. The file gets
-// its final name only when both match.
+// Fetch downloads the snapshot into the work dir and decrypts and decodes
+// it on the way, streaming: store → hash of the stored object → age →
+// decoder → check of etcd's digest → file. The recorded SHA-256 and size
+// are of the stored object; etcd's own digest is checked on the decoded
+// stream. The file gets its final name only when both match. The key is
+// checked against the recorded fingerprint before the store is read.
 func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) error {
+	key, err := a.EncryptionKey.decryptionKey(a.KeyFingerprint)
+	if err != nil {
+		return err
+	}
 	if err := os.RemoveAll(a.WorkDir); err != nil {
 		return fmt.Errorf("failed to clear %s: %w", a.WorkDir, err)
 	}
@@ -137,13 +161,14 @@ func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) erro
 	defer f.Close()
 	object := backup.NewObjectHash()
 	stored := io.TeeReader(src, object)
-	dec, err := codec.NewReader(a.Compression, stored)
-	if err != nil {
+	r, closeDec, err := openStored(stored, a.Compression, a.Encryption, key)
+	if errors.Is(err, crypt.ErrWrongKey) {
 		return err
 	}
-	defer dec.Close()
-	r := backup.NewTrailerReader(dec)
-	_, err = io.CopyBuffer(f, r, make([]byte, copyBuffer))
+	if err == nil {
+		defer closeDec()
+		_, err = io.CopyBuffer(f, r, make([]byte, copyBuffer))
+	}
 	// Whatever the decoder left unread is part of the object too: read it,
 	// so the stored object's hash covers every byte, and so a decoding
 	// error caused by damaged bytes is reported as what it is.
@@ -171,9 +196,34 @@ func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) erro
 	if err := os.Rename(partial, final); err != nil {
 		return fmt.Errorf("failed to rename %s: %w", partial, err)
 	}
-	_, _ = fmt.Fprintf(log, "downloaded and checked %d bytes (%s), sha256 %s; decoded %d bytes, etcd's sha256 %s verified\n",
-		object.Size(), compressionName(a.Compression), object.SHA256(), r.Size(), r.EtcdSHA256())
+	_, _ = fmt.Fprintf(log, "downloaded and checked %d bytes (%s%s), sha256 %s; decoded %d bytes, etcd's sha256 %s verified\n",
+		object.Size(), compressionName(a.Compression), decryptedWith(a), object.SHA256(), r.Size(), r.EtcdSHA256())
 	return nil
+}
+
+func decryptedWith(a FetchArgs) string {
+	if a.Encryption == "" {
+		return ""
+	}
+	return ", decrypted with " + a.KeyFingerprint
+}
+
+// openStored undoes what the save did, in reverse: age (when encrypted),
+// then the decoder, then etcd's digest check. A wrong key is refused when
+// age reads the header, before any payload.
+func openStored(stored io.Reader, c v1alpha1.SnapshotCompression, e v1alpha1.SnapshotEncryptionScheme, key crypt.Key) (*backup.ChecksumReader, func(), error) {
+	plain := stored
+	if e != "" {
+		var err error
+		if plain, err = crypt.NewReader(key, stored); err != nil {
+			return nil, nil, err
+		}
+	}
+	dec, err := codec.NewReader(c, plain)
+	if err != nil {
+		return nil, nil, err
+	}
+	return backup.NewTrailerReader(dec), func() { _ = dec.Close() }, nil
 }
 
 func compressionName(c v1alpha1.SnapshotCompression) v1alpha1.SnapshotCompression {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/backup/crypt"
 	"github.com/quorumctl/etcd-operator/internal/backup/store"
 )
 
@@ -64,7 +65,7 @@ func runInspect(ctx context.Context, args []string, env Env) (backup.Result, str
 	if err != nil {
 		return backup.ResultOf(err), logPath
 	}
-	meta, err := Inspect(ctx, st, a.Key)
+	meta, err := InspectWithKey(ctx, st, a.Key, a.EncryptionKey)
 	res := backup.ResultOf(err)
 	res.Metadata = meta
 	return res, logPath
@@ -74,6 +75,15 @@ func runInspect(ctx context.Context, args []string, env Env) (backup.Result, str
 // its metadata beside it, and that the two agree on the size. It reads no
 // snapshot data; the download checks the SHA-256.
 func Inspect(ctx context.Context, st store.Store, key string) (*backup.Metadata, error) {
+	return InspectWithKey(ctx, st, key, KeyFile{})
+}
+
+// InspectWithKey is Inspect, and for an encrypted snapshot also checks
+// the key the restore will decrypt with: named, present, an identity, its
+// fingerprint the one the metadata records, and then that the object's
+// age header opens with it (a few hundred bytes are read, no payload).
+// A restore is refused on any of these before its seed exists.
+func InspectWithKey(ctx context.Context, st store.Store, key string, k KeyFile) (*backup.Metadata, error) {
 	info, err := st.Stat(ctx, key)
 	if err != nil {
 		return nil, err
@@ -88,6 +98,22 @@ func Inspect(ctx context.Context, st store.Store, key string) (*backup.Metadata,
 	}
 	if meta.SizeBytes != info.Size {
 		return meta, fmt.Errorf("%w: the object is %d bytes, its metadata says %d", backup.ErrChecksumMismatch, info.Size, meta.SizeBytes)
+	}
+	_, fingerprint, err := meta.EncryptionOf()
+	if err != nil || fingerprint == "" {
+		return meta, err
+	}
+	identity, err := k.decryptionKey(fingerprint)
+	if err != nil {
+		return meta, err
+	}
+	src, err := st.Reader(ctx, key)
+	if err != nil {
+		return meta, err
+	}
+	defer src.Close()
+	if _, err := crypt.NewReader(identity, src); err != nil {
+		return meta, err
 	}
 	return meta, nil
 }

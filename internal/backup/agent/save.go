@@ -13,6 +13,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
 	"github.com/quorumctl/etcd-operator/internal/backup/codec"
+	"github.com/quorumctl/etcd-operator/internal/backup/crypt"
 	"github.com/quorumctl/etcd-operator/internal/backup/store"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
@@ -68,6 +69,9 @@ func parseSave(args []string, env Env) (SaveArgs, string, error) {
 			return fmt.Errorf("%w: destination.compression %q is none of %s and %s", backup.ErrInvalidArguments,
 				c, v1alpha1.CompressionNone, v1alpha1.CompressionZstd)
 		}
+		if e := a.Destination.Encryption; e != nil && !a.EncryptionKey.Named() {
+			a.EncryptionKey.Ref = KeyRef(e)
+		}
 		return writableOverHTTP(a.Destination)
 	})
 	return a, *logPath, err
@@ -114,6 +118,16 @@ func runSave(ctx context.Context, args []string, env Env) (backup.Result, string
 // SHA-256, commits it only if that matched, and then writes the metadata
 // object, the marker of a good snapshot. dial carries the cluster's TLS.
 func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io.Writer, dial ...etcd.DialOption) (*backup.Metadata, error) {
+	// The key first: a missing or bad one fails before the storage or
+	// etcd is asked anything.
+	var to *crypt.Recipient
+	if a.Destination.Encryption != nil {
+		r, err := a.EncryptionKey.Recipient()
+		if err != nil {
+			return nil, err
+		}
+		to = &r
+	}
 	for _, key := range []string{a.Key, backup.MetadataKey(a.Key)} {
 		_, err := st.Stat(ctx, key)
 		switch {
@@ -143,12 +157,16 @@ func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io
 	_, _ = fmt.Fprintf(log, "streaming the snapshot of member %s (%s) at revision %d\n", etcd.FormatMemberID(member.MemberID), member.Endpoint, member.Revision)
 	started := time.Now().UTC()
 	compression := a.Destination.CompressionOrDefault()
-	verified, err := stream(ctx, st, c, member.Endpoint, a.Key, compression)
+	verified, err := stream(ctx, st, c, member.Endpoint, a.Key, compression, to)
 	if err != nil {
 		return nil, err
 	}
+	var encryption v1alpha1.SnapshotEncryptionScheme
+	if to != nil {
+		encryption = v1alpha1.EncryptionAge
+	}
 	meta := &backup.Metadata{
-		Format:         backup.MetadataFormatFor(compression),
+		Format:         backup.MetadataFormatOf(compression, encryption),
 		Namespace:      a.Namespace,
 		Cluster:        a.Cluster,
 		Snapshot:       a.Snapshot,
@@ -169,6 +187,9 @@ func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io
 	if compression != v1alpha1.CompressionNone {
 		meta.Compression = compression
 	}
+	if to != nil {
+		meta.Encryption, meta.KeyFingerprint = encryption, to.Fingerprint()
+	}
 	data, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return nil, err
@@ -181,8 +202,8 @@ func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io
 		}
 		return nil, fmt.Errorf("failed to write the snapshot's metadata: %w", err)
 	}
-	_, _ = fmt.Fprintf(log, "saved %d bytes (%s; %d uncompressed), sha256 of the stored object %s\n",
-		meta.SizeBytes, compression, verified.r.Size(), meta.SHA256)
+	_, _ = fmt.Fprintf(log, "saved %d bytes (%s%s; %d uncompressed), sha256 of the stored object %s\n",
+		meta.SizeBytes, compression, encryptedTo(meta), verified.r.Size(), meta.SHA256)
 	return meta, nil
 }
 
@@ -223,12 +244,23 @@ type streamed struct {
 // messages.
 const copyBuffer = 1 << 20
 
-// stream copies the snapshot into the store, encoded with compression on
-// the way, and commits it only once etcd's SHA-256 has been checked: the
-// checksum reader ends the stream with an error instead of EOF when it does
-// not match, and the object is aborted. Nothing is held but the copy buffer
-// and the encoder's window: etcd → check → encode → hash → store.
-func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key string, compression v1alpha1.SnapshotCompression) (streamed, error) {
+// encryptedTo says, for the log, which key a snapshot was encrypted to.
+func encryptedTo(m *backup.Metadata) string {
+	if m.Encryption == "" {
+		return ""
+	}
+	return ", encrypted with " + string(m.Encryption) + " to " + m.KeyFingerprint
+}
+
+// stream copies the snapshot into the store, encoded with compression and
+// encrypted to `to` (if not nil) on the way, and commits it only once
+// etcd's SHA-256 has been checked: the checksum reader ends the stream
+// with an error instead of EOF when it does not match, and the object is
+// aborted. Nothing is held but the copy buffer, the encoder's window and
+// one 64 KiB chunk of age: etcd → check → encode → encrypt → hash → store.
+// Nothing unencrypted reaches the store's writer, which is the only thing
+// that writes (an S3 part buffer or the volume's partial file).
+func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key string, compression v1alpha1.SnapshotCompression, to *crypt.Recipient) (streamed, error) {
 	s, err := c.Snapshot(ctx, endpoint)
 	if err != nil {
 		return streamed{}, err
@@ -239,7 +271,15 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 		return streamed{}, err
 	}
 	object := backup.NewObjectHash()
-	enc, err := codec.NewWriter(compression, io.MultiWriter(w, object))
+	sealed := io.MultiWriter(w, object)
+	seal := io.WriteCloser(nopWriteCloser{sealed})
+	if to != nil {
+		if seal, err = crypt.Encrypt(*to, sealed); err != nil {
+			_ = w.Abort()
+			return streamed{}, fmt.Errorf("failed to start the encryption: %w", err)
+		}
+	}
+	enc, err := codec.NewWriter(compression, seal)
 	if err != nil {
 		_ = w.Abort()
 		return streamed{}, err
@@ -248,6 +288,11 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 	_, err = io.CopyBuffer(enc, r, make([]byte, copyBuffer))
 	if cerr := enc.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("failed to finish the %s stream: %w", compression, cerr)
+	}
+	// Closing age writes its last chunk; without it the object would not
+	// decrypt (it would read as truncated).
+	if cerr := seal.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("failed to finish the encryption: %w", cerr)
 	}
 	if err != nil {
 		if aerr := w.Abort(); aerr != nil {
@@ -264,3 +309,7 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 	}
 	return streamed{r: r, object: object, storageVersion: s.StorageVersion()}, nil
 }
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -3,13 +3,13 @@
 // 64 KiB authenticated chunks, so neither side holds a snapshot and a
 // tampered chunk fails where it is read.
 //
-// It is the first step of issue 31's item 1 and is not wired in yet: no
-// API field, Job or restore uses it. What is settled here is what the
-// wiring will rely on: a key is one age X25519 identity (the value of a
-// Secret key, "AGE-SECRET-KEY-1…"); what is recorded beside a snapshot is
-// Fingerprint, never the key; and a wrong key and a damaged object are
-// told apart by type (ErrWrongKey, ErrDamaged), so that a restore can
-// refuse with a reason that says which.
+// A key is one age X25519 identity (the value of a Secret key,
+// "AGE-SECRET-KEY-1…"). Writing needs only its public half, a Recipient
+// ("age1…"), which a snapshot's destination may name instead (see
+// docs/design/0024-snapshot-encryption.md). What is recorded beside a
+// snapshot is Fingerprint, never the key; and a wrong key and a damaged
+// object are told apart by type (ErrWrongKey, ErrDamaged), so that a
+// restore can refuse with a reason that says which.
 package crypt
 
 import (
@@ -66,18 +66,55 @@ func (k Key) Recipient() string { return k.id.Recipient().String() }
 // first 16 bytes of the SHA-256 of its recipient. It is derived from the
 // public half only, so it tells which key a snapshot needs and nothing
 // that would help to decrypt it.
-func (k Key) Fingerprint() string {
-	sum := sha256.Sum256([]byte(k.Recipient()))
-	return "sha256:" + hex.EncodeToString(sum[:16])
-}
+func (k Key) Fingerprint() string { return k.recipient().Fingerprint() }
 
 func (k Key) String() string { return "age key " + k.Fingerprint() }
+
+// Recipient is the public half of a key: all that encrypting needs.
+type Recipient struct {
+	r *age.X25519Recipient
+}
+
+// ParseRecipient reads what a snapshot destination's Secret holds: an
+// age recipient (age1…) or a whole identity, whose public half is taken.
+// The error never quotes the material.
+func ParseRecipient(data []byte) (Recipient, error) {
+	text := strings.TrimSpace(string(data))
+	if strings.HasPrefix(text, "age1") {
+		r, err := age.ParseX25519Recipient(text)
+		if err != nil {
+			return Recipient{}, fmt.Errorf("%w: not an age X25519 recipient (age1…)", ErrInvalidKey)
+		}
+		return Recipient{r: r}, nil
+	}
+	k, err := ParseKey(data)
+	if err != nil {
+		return Recipient{}, fmt.Errorf("%w: neither an age X25519 identity (AGE-SECRET-KEY-1…) nor a recipient (age1…)", ErrInvalidKey)
+	}
+	return Recipient{r: k.id.Recipient()}, nil
+}
+
+// Recipient is the key's public half.
+func (k Key) recipient() Recipient { return Recipient{r: k.id.Recipient()} }
+
+func (r Recipient) String() string { return r.r.String() }
+
+// Fingerprint is the Fingerprint of the key whose public half r is.
+func (r Recipient) Fingerprint() string {
+	sum := sha256.Sum256([]byte(r.r.String()))
+	return "sha256:" + hex.EncodeToString(sum[:16])
+}
 
 // NewWriter encrypts to k what is written into w. Close writes the last
 // chunk (without it the object fails to decrypt as truncated); it does
 // not close w.
 func NewWriter(k Key, w io.Writer) (io.WriteCloser, error) {
-	return age.Encrypt(w, k.id.Recipient())
+	return Encrypt(k.recipient(), w)
+}
+
+// Encrypt is NewWriter with only the public half.
+func Encrypt(r Recipient, w io.Writer) (io.WriteCloser, error) {
+	return age.Encrypt(w, r.r)
 }
 
 // NewReader decrypts r with k. The header is read and the key checked

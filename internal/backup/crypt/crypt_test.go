@@ -147,3 +147,46 @@ func TestWriterStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestARecipientEncryptsForItsIdentity(t *testing.T) {
+	k, secret, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromPublic, err := ParseRecipient([]byte(" " + k.Recipient() + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromSecret, err := ParseRecipient(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromPublic.Fingerprint() != k.Fingerprint() || fromSecret.Fingerprint() != k.Fingerprint() {
+		t.Fatalf("fingerprints differ: recipient %s, identity %s, key %s", fromPublic.Fingerprint(), fromSecret.Fingerprint(), k.Fingerprint())
+	}
+	var out bytes.Buffer
+	w, err := Encrypt(fromPublic, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("written with the public half"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(k, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil || string(got) != "written with the public half" {
+		t.Fatalf("decrypted %q, %v", got, err)
+	}
+}
+
+func TestARecipientThatDoesNotParseIsInvalid(t *testing.T) {
+	for _, in := range []string{"age1notakey", "AGE-SECRET-KEY-1XYZ", "", "ssh-ed25519 AAAA"} {
+		if _, err := ParseRecipient([]byte(in)); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("ParseRecipient(%q) = %v, want ErrInvalidKey", in, err)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"maps"
+	"path"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,7 @@ const (
 	caVolume         = "s3-ca"
 	etcdClientVolume = "etcd-client"
 	etcdRootVolume   = "etcd-root"
+	keyVolume        = "snapshot-key"
 
 	nonRootID int64 = 65532
 
@@ -136,6 +138,28 @@ func StorageVolumes(d v1alpha1.SnapshotDestination, readOnly bool, a *agent.Stor
 		a.CAFile = agent.DefaultCAFile
 	}
 	return vols, mounts
+}
+
+// KeyVolume mounts the Secret key an encryption names at
+// agent.DefaultKeyFile, and tells the agent so. The key reaches the Pod as
+// this file only: never an environment variable (which the kubelet, the
+// runtime and crash dumps show more widely) nor an argument. The volume is
+// optional, like the credentials: a missing Secret or key leaves no file,
+// and the agent reports EncryptionKeyMissing naming it, instead of the Pod
+// never starting.
+func KeyVolume(e *v1alpha1.SnapshotEncryption, a *agent.StorageArgs) ([]corev1.Volume, []corev1.VolumeMount) {
+	if e == nil {
+		return nil, nil
+	}
+	a.EncryptionKey = agent.KeyFile{Ref: agent.KeyRef(e), Path: agent.DefaultKeyFile}
+	dir, file := path.Split(agent.DefaultKeyFile)
+	return []corev1.Volume{{Name: keyVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  e.SecretRef.Name,
+			Items:       []corev1.KeyToPath{{Key: e.SecretRef.Key, Path: file}},
+			DefaultMode: ptr.To(int32(0o440)),
+			Optional:    ptr.To(true),
+		}}}},
+		[]corev1.VolumeMount{{Name: keyVolume, MountPath: path.Clean(dir), ReadOnly: true}}
 }
 
 // PodSecurityContext passes the restricted Pod Security level; fsGroup
@@ -260,6 +284,8 @@ func Snapshot(s *v1alpha1.EtcdSnapshot, c *v1alpha1.EtcdCluster, shape etcdacces
 		StorageArgs: agent.StorageArgs{Destination: s.Spec.Destination, Key: key, AmbientCredentials: ambient},
 	}
 	vols, mounts := etcdAccess(c, shape, &a.EtcdTLS)
+	kv, km := KeyVolume(s.Spec.Destination.Encryption, &a.StorageArgs)
+	vols, mounts = append(vols, kv...), append(mounts, km...)
 	p := jobParams{
 		name: SnapshotJobName(c.Name), namespace: s.Namespace, owner: ownerRef("EtcdSnapshot", s.Name, s),
 		labels: jobLabels(c.Name, v1alpha1.JobKindSnapshot, map[string]string{v1alpha1.SnapshotLabel: s.Name}),
@@ -321,15 +347,21 @@ func Prune(s *v1alpha1.EtcdSnapshot, key, image string, ambient bool) *batchv1.J
 }
 
 // RestoreCheck is the Job that checks a restore's source before the seed
-// exists: the object, its metadata, and that the credentials work, with the
-// very Secret and mounts the seed's download will use.
-func RestoreCheck(c *v1alpha1.EtcdCluster, dest v1alpha1.SnapshotDestination, key, image string, ambient bool) *batchv1.Job {
+// exists: the object, its metadata, that the credentials work, and for an
+// encrypted snapshot that the key (enc, from spec.bootstrap.restore) is
+// the one it needs, with the very Secrets and mounts the seed's download
+// will use.
+func RestoreCheck(c *v1alpha1.EtcdCluster, dest v1alpha1.SnapshotDestination, enc *v1alpha1.SnapshotEncryption, key, image string, ambient bool) *batchv1.Job {
 	a := agent.StorageCommandArgs{StorageArgs: agent.StorageArgs{Destination: dest, Key: key, AmbientCredentials: ambient}}
 	job := build(jobParams{
 		name: RestoreCheckJobName(c.Name), namespace: c.Namespace, owner: ownerRef("EtcdCluster", c.Name, c),
 		labels: jobLabels(c.Name, v1alpha1.JobKindRestoreCheck, nil),
 		image:  image, dest: dest, storage: &a.StorageArgs, readOnly: true, deadline: shortDeadline,
 	})
+	kv, km := KeyVolume(enc, &a.StorageArgs)
+	spec := &job.Spec.Template.Spec
+	spec.Volumes = append(spec.Volumes, kv...)
+	spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, km...)
 	job.Spec.Template.Spec.Containers[0].Args = a.InspectArgs()
 	job.Labels[v1alpha1.ClusterLabel] = c.Name
 	return job

@@ -104,7 +104,7 @@ func TestStorageCredentials(t *testing.T) {
 			for _, job := range []*batchv1.Job{
 				backupjob.Snapshot(snapshot(tc.dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379"}, "k.db", "op:v1", tc.ambient),
 				backupjob.Prune(snapshot(tc.dest), "k.db", "op:v1", tc.ambient),
-				backupjob.RestoreCheck(cluster(), tc.dest, "k.db", "op:v1", tc.ambient),
+				backupjob.RestoreCheck(cluster(), tc.dest, nil, "k.db", "op:v1", tc.ambient),
 			} {
 				c := job.Spec.Template.Spec.Containers[0]
 				g.Expect(names(c.Env)).To(Equal(tc.wantEnv), job.Name)
@@ -214,7 +214,7 @@ func TestJobsOnAVolume(t *testing.T) {
 	g.Expect(*save.Spec.Template.Spec.SecurityContext.FSGroup).To(BeNumerically(">", 0), "a fresh claim must be writable")
 	g.Expect(save.Spec.Template.Spec.Containers[0].Env).To(BeEmpty())
 
-	check := backupjob.RestoreCheck(cluster(), dest, "k.db", "op:v1", false)
+	check := backupjob.RestoreCheck(cluster(), dest, nil, "k.db", "op:v1", false)
 	g.Expect(check.Name).To(Equal("main-restore-check"))
 	g.Expect(check.OwnerReferences[0].Kind).To(Equal("EtcdCluster"))
 	g.Expect(check.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly).To(BeTrue(), "a check never writes")
@@ -294,5 +294,36 @@ func TestEtcdClientLabels(t *testing.T) {
 	g.Expect(matches(backupjob.Snapshot(snapshot(s3Dest), cluster(), etcdaccess.Shape{}, nil, "k", "op:v1", false))).To(BeTrue())
 	g.Expect(matches(backupjob.Snapshot(otherSnap, other, etcdaccess.Shape{}, nil, "k", "op:v1", false))).To(BeFalse(), "another cluster's snapshot")
 	g.Expect(matches(backupjob.Prune(snapshot(s3Dest), "k", "op:v1", false))).To(BeFalse(), "a prune never dials etcd")
-	g.Expect(matches(backupjob.RestoreCheck(cluster(), s3Dest, "k", "op:v1", false))).To(BeFalse(), "a restore check never dials etcd")
+	g.Expect(matches(backupjob.RestoreCheck(cluster(), s3Dest, nil, "k", "op:v1", false))).To(BeFalse(), "a restore check never dials etcd")
+}
+
+// A snapshot encrypted to a Secret's key gets it as a file the kubelet
+// mounts, optional (the agent reports a missing one), never as an
+// environment variable; a prune, which reads nothing, gets no key.
+func TestSnapshotJobMountsTheEncryptionKey(t *testing.T) {
+	g := NewWithT(t)
+	dest := *s3Dest.DeepCopy()
+	dest.Encryption = &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "snap-key", Key: "recipient"}}
+	job := backupjob.Snapshot(snapshot(dest), cluster(), etcdaccess.Shape{}, []string{"http://a:2379"}, "prod/main/nightly.db", "op:v1", false)
+	spec := job.Spec.Template.Spec
+	var vol *corev1.Volume
+	for i := range spec.Volumes {
+		if s := spec.Volumes[i].Secret; s != nil && s.SecretName == "snap-key" {
+			vol = &spec.Volumes[i]
+		}
+	}
+	g.Expect(vol).NotTo(BeNil())
+	g.Expect(*vol.Secret.Optional).To(BeTrue())
+	g.Expect(vol.Secret.Items).To(HaveLen(1))
+	g.Expect(vol.Secret.Items[0].Key).To(Equal("recipient"))
+	c := spec.Containers[0]
+	g.Expect(c.Args).To(ContainElements("--encryption-key=snap-key/recipient", "--encryption-key-file=/etc/quorumctl/snapshot-key/"+vol.Secret.Items[0].Path))
+	g.Expect(c.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: vol.Name, MountPath: "/etc/quorumctl/snapshot-key", ReadOnly: true}))
+	for _, e := range c.Env {
+		g.Expect(e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "snap-key").To(BeTrue())
+	}
+	prune := backupjob.Prune(snapshot(dest), "prod/main/nightly.db", "op:v1", false)
+	for _, v := range prune.Spec.Template.Spec.Volumes {
+		g.Expect(v.Secret == nil || v.Secret.SecretName != "snap-key").To(BeTrue(), "a prune needs no key")
+	}
 }

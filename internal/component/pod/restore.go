@@ -49,10 +49,15 @@ func restoreInit(p Params) ([]corev1.Container, []corev1.Volume) {
 	fetch := agent.FetchArgs{
 		StorageArgs: agent.StorageArgs{Destination: r.Source, Key: r.Key, AmbientCredentials: p.RestoreAmbientCredentials},
 		SHA256:      r.SHA256, Size: r.SizeBytes, Compression: r.Compression,
+		Encryption: r.Encryption, KeyFingerprint: r.KeyFingerprint,
 		DataDir: DataDir, WorkDir: restoreWorkDir,
 		CopySelfTo: path.Join(restoreToolsDir, "manager"),
 	}
 	storageVolumes, storageMounts := backupjob.StorageVolumes(r.Source, true, &fetch.StorageArgs)
+	if r.Encryption != "" {
+		kv, km := backupjob.KeyVolume(r.EncryptionKey, &fetch.StorageArgs)
+		storageVolumes, storageMounts = append(storageVolumes, kv...), append(storageMounts, km...)
+	}
 	peer := m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, p.namespace(), p.clusterDomain()))
 	apply := agent.ApplyArgs{
 		Etcdutl: "/usr/local/bin/etcdutl", DataDir: DataDir, WorkDir: restoreWorkDir,

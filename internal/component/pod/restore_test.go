@@ -1,6 +1,7 @@
 package pod_test
 
 import (
+	"path"
 	"strings"
 	"testing"
 
@@ -209,4 +210,37 @@ func TestBuild_RestoredTLSSeed(t *testing.T) {
 		etcdArgs = append(etcdArgs, c.Args...)
 	}
 	g.Expect(strings.Join(etcdArgs, " ")).To(ContainSubstring("--initial-advertise-peer-urls=" + peerURL))
+}
+
+// The seed's download gets the restore's key as a mounted Secret file,
+// optional so that a missing one is reported by the agent, and never in
+// its environment or arguments.
+func TestBuild_RestoreFetchDecryptsWithAMountedKey(t *testing.T) {
+	g := NewWithT(t)
+	p := pod.Build(restoreParams(restoredSeed(func(m *v1alpha1.EtcdMember) {
+		m.Spec.Restore.Encryption = v1alpha1.EncryptionAge
+		m.Spec.Restore.KeyFingerprint = "sha256:0123456789abcdef0123456789abcdef"
+		m.Spec.Restore.EncryptionKey = &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "restore-key", Key: "age.key"}}
+	}), false))
+	fetch := initContainer(p, pod.RestoreFetchContainer)
+	g.Expect(argValue(fetch, "encryption")).To(Equal("Age"))
+	g.Expect(argValue(fetch, "key-fingerprint")).To(Equal("sha256:0123456789abcdef0123456789abcdef"))
+	g.Expect(argValue(fetch, "encryption-key")).To(Equal("restore-key/age.key"))
+	file := argValue(fetch, "encryption-key-file")
+	var vol *corev1.Volume
+	for i := range p.Spec.Volumes {
+		if s := p.Spec.Volumes[i].Secret; s != nil && s.SecretName == "restore-key" {
+			vol = &p.Spec.Volumes[i]
+		}
+	}
+	g.Expect(vol).NotTo(BeNil(), "the key's Secret is a volume")
+	g.Expect(*vol.Secret.Optional).To(BeTrue())
+	g.Expect(vol.Secret.Items).To(ConsistOf(corev1.KeyToPath{Key: "age.key", Path: path.Base(file)}))
+	g.Expect(fetch.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: vol.Name, MountPath: path.Dir(file), ReadOnly: true}))
+	for _, e := range fetch.Env {
+		g.Expect(e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "restore-key").To(BeTrue(),
+			"the key is never an environment variable")
+	}
+	apply := initContainer(p, pod.RestoreApplyContainer)
+	g.Expect(apply.VolumeMounts).NotTo(ContainElement(HaveField("Name", vol.Name)), "etcdutl's step never sees the key")
 }

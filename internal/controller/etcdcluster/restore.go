@@ -67,7 +67,7 @@ func (r *Reconciler) restoreGate(ctx context.Context, s *scope) (*v1alpha1.Membe
 	err := r.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: backupjob.RestoreCheckJobName(c.Name)}, job)
 	switch {
 	case apierrors.IsNotFound(err):
-		job = backupjob.RestoreCheck(c, src.dest, src.key, r.OperatorImage, access.Ambient)
+		job = backupjob.RestoreCheck(c, src.dest, spec.Encryption, src.key, r.OperatorImage, access.Ambient)
 		if err := r.Create(ctx, job, client.FieldOwner(v1alpha1.FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, false, ctrl.Result{}, fmt.Errorf("failed to create Job %s: %w", job.Name, err)
 		}
@@ -145,7 +145,11 @@ func (r *Reconciler) restoreSource(ctx context.Context, s *scope, spec *v1alpha1
 		s.setProgress(v1alpha1.RestoreSnapshotNotReadyReason, "waiting for EtcdSnapshot %s to succeed (it is %s)", snap.Name, snap.Status.Phase)
 		return restoreSource{}, &ctrl.Result{RequeueAfter: requeueUnreachable}
 	}
-	return restoreSource{dest: snap.Spec.Destination, key: backup.KeyOf(snap), snapshot: snap}, nil
+	dest := snap.Spec.Destination.DeepCopy()
+	// The key a snapshot was written with is the writer's (it may be a
+	// recipient only); a restore decrypts with the one its own spec names.
+	dest.Encryption = nil
+	return restoreSource{dest: *dest, key: backup.KeyOf(snap), snapshot: snap}, nil
 }
 
 // acceptSource applies the checks on the metadata the check Job found and
@@ -173,14 +177,28 @@ func (r *Reconciler) acceptSource(s *scope, spec *v1alpha1.RestoreSpec, src rest
 		r.refuseRestore(s, backup.RestoreReason(backup.CodeOf(err)), err.Error())
 		return nil, false, ctrl.Result{RequeueAfter: restoreRecheckAfter}, nil
 	}
+	encryption, fingerprint, err := m.EncryptionOf()
+	if err == nil && encryption != "" && spec.Encryption == nil {
+		// The check Job refuses this already (and compares a named key's
+		// fingerprint, which only it can read); this is the half that
+		// needs no key, for a Job whose agent and this controller disagree.
+		err = backup.CheckKey(fingerprint, "")
+	}
+	if err != nil {
+		r.refuseRestore(s, backup.RestoreReason(backup.CodeOf(err)), err.Error())
+		return nil, false, ctrl.Result{RequeueAfter: restoreRecheckAfter}, nil
+	}
 	source := src.dest.DeepCopy()
 	// How the snapshot is encoded comes from its metadata; the
-	// destination's compression is for new snapshots and means nothing to
-	// a reader.
-	source.Compression = ""
+	// destination's compression and encryption are for new snapshots and
+	// mean nothing to a reader.
+	source.Compression, source.Encryption = "", nil
 	restore := &v1alpha1.MemberRestore{
 		Source: *source, Key: src.key, SHA256: m.SHA256, SizeBytes: m.SizeBytes, Compression: compression,
 		BumpRevision: spec.BumpRevisionOrDefault(), MarkCompacted: spec.MarkCompactedOrDefault(),
+	}
+	if encryption != "" {
+		restore.Encryption, restore.EncryptionKey, restore.KeyFingerprint = encryption, spec.Encryption.DeepCopy(), fingerprint
 	}
 	if s.cluster.Status.RestoredFrom == nil {
 		name := spec.SnapshotName
@@ -191,6 +209,7 @@ func (r *Reconciler) acceptSource(s *scope, spec *v1alpha1.RestoreSpec, src rest
 		s.cluster.Status.RestoredFrom = &v1alpha1.RestoredFrom{
 			SnapshotName: name, Location: backup.Location(src.dest, src.key), Key: src.key,
 			Revision: m.Revision, SHA256: m.SHA256, SizeBytes: m.SizeBytes, Compression: compression, EtcdVersion: m.EtcdVersion,
+			Encryption: encryption, KeyFingerprint: fingerprint,
 			SourceClusterID: m.ClusterID, BumpRevision: restore.BumpRevision, MarkCompacted: restore.MarkCompacted,
 		}
 		r.event(s.cluster, corev1.EventTypeNormal, "RestoreSourceChecked", "Restore",

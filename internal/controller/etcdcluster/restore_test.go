@@ -20,6 +20,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/backup/crypt"
 	"github.com/quorumctl/etcd-operator/internal/component/backupjob"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 )
@@ -147,6 +148,12 @@ func TestRestoreRefusals(t *testing.T) {
 		{"a newer minor", backup.Result{Code: backup.CodeOK, Metadata: goodMetadata("3.7.3")}, v1alpha1.RestoreVersionTooNewReason},
 		{"an unknown compression", backup.ResultOf(&backup.UnsupportedError{What: `compression "Lz4"`, Known: "None and Zstd"}),
 			v1alpha1.RestoreSnapshotUnsupportedReason},
+		{"a missing key", backup.ResultOf(backup.CheckKey(testFingerprint, "")), v1alpha1.RestoreEncryptionKeyMissingReason},
+		{"an invalid key", backup.ResultOf(crypt.ErrInvalidKey), v1alpha1.RestoreEncryptionKeyInvalidReason},
+		{"the wrong key", backup.ResultOf(backup.CheckKey(testFingerprint, "sha256:ffffffffffffffffffffffffffffffff")),
+			v1alpha1.RestoreEncryptionKeyWrongReason},
+		{"an encrypted snapshot and no key named", backup.Result{Code: backup.CodeOK, Metadata: encryptedMetadata()},
+			v1alpha1.RestoreEncryptionKeyMissingReason},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,6 +252,48 @@ func TestRestoreTakesTheCompressionFromTheMetadata(t *testing.T) {
 	h.g.Expect(r.Compression).To(Equal(v1alpha1.CompressionZstd))
 	h.g.Expect(r.Source.Compression).To(BeEmpty(), "the destination's setting is for writers; the seed reads by the metadata")
 	h.g.Expect(h.cluster().Status.RestoredFrom.Compression).To(Equal(v1alpha1.CompressionZstd))
+}
+
+const testFingerprint = "sha256:0123456789abcdef0123456789abcdef"
+
+func encryptedMetadata() *backup.Metadata {
+	m := goodMetadata("3.6.16")
+	m.Format, m.Compression = backup.MetadataFormatEncrypted, v1alpha1.CompressionZstd
+	m.Encryption, m.KeyFingerprint = v1alpha1.EncryptionAge, testFingerprint
+	return m
+}
+
+// The key named in spec.bootstrap.restore reaches the check Job and the
+// seed as a mounted Secret file, with the fingerprint the metadata
+// recorded; the writer's key in the EtcdSnapshot's destination does not.
+func TestRestoreDecryptsWithTheKeyItNames(t *testing.T) {
+	ctx := context.Background()
+	key := &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "restore-key", Key: "age.key"}}
+	h := newRestoreHarness(t, &v1alpha1.RestoreSpec{SnapshotName: "nightly", Encryption: key})
+	dest := *restoreDest.DeepCopy()
+	dest.Encryption = &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "writer-recipient", Key: "r"}}
+	s := &v1alpha1.EtcdSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: testNS},
+		Spec: v1alpha1.EtcdSnapshotSpec{ClusterName: "old", Destination: dest}}
+	h.g.Expect(h.c.Create(ctx, s)).To(Succeed())
+	s.Status.Phase, s.Status.SHA256 = v1alpha1.SnapshotSucceeded, strings.Repeat("5", 64)
+	h.g.Expect(h.c.Status().Update(ctx, s)).To(Succeed())
+	h.reconcile()
+	check := h.checkJob().Spec.Template.Spec
+	h.g.Expect(check.Containers[0].Args).To(ContainElement("--encryption-key=restore-key/age.key"))
+	h.g.Expect(check.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", "restore-key")))
+	h.g.Expect(check.Volumes).NotTo(ContainElement(HaveField("VolumeSource.Secret.SecretName", "writer-recipient")))
+	h.finishCheck(backup.Result{Code: backup.CodeOK, Metadata: encryptedMetadata()})
+	h.reconcile()
+	seeds := h.seedMembers()
+	h.g.Expect(seeds).To(HaveLen(1))
+	r := seeds[0].Spec.Restore
+	h.g.Expect(r.Encryption).To(Equal(v1alpha1.EncryptionAge))
+	h.g.Expect(r.KeyFingerprint).To(Equal(testFingerprint))
+	h.g.Expect(r.EncryptionKey).To(Equal(key))
+	h.g.Expect(r.Source.Encryption).To(BeNil(), "the writer's key is not the reader's")
+	rf := h.cluster().Status.RestoredFrom
+	h.g.Expect(rf.Encryption).To(Equal(v1alpha1.EncryptionAge))
+	h.g.Expect(rf.KeyFingerprint).To(Equal(testFingerprint))
 }
 
 func TestRestoreReportsTheSeedsRefusal(t *testing.T) {

@@ -32,6 +32,7 @@ func (r *Reconciler) snapshotsOf(ctx context.Context, er *v1alpha1.EtcdRecovery)
 			// A restore reads the snapshot with the same credentials
 			// policy as the Jobs of the cluster controller.
 			StorageRefused: r.Credentials.Decide(s.Spec.Destination).Refusal,
+			Encrypted:      s.Status.Encryption != "",
 		}
 		if s.Status.CompletedAt != nil {
 			rs.CompletedAt = s.Status.CompletedAt.Time

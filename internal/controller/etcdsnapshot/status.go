@@ -41,16 +41,26 @@ func succeed(s *v1alpha1.EtcdSnapshot, m *backup.Metadata, now metav1.Time) {
 		// leaves the field empty rather than guessing.
 		s.Status.Compression = c
 	}
+	if e, fp, err := m.EncryptionOf(); err == nil {
+		s.Status.Encryption, s.Status.KeyFingerprint = e, fp
+	}
 	s.Status.EtcdVersion = m.EtcdVersion
 	s.Status.ClusterID = m.ClusterID
 	s.Status.Member = m.MemberID
 	s.Status.CompletedAt = &now
 	setPhase(s, v1alpha1.SnapshotSucceeded, v1alpha1.SnapshotSavedReason,
-		fmt.Sprintf("snapshot of member %s at revision %d stored at %s (%d bytes, compression %s) with its metadata; etcd's SHA-256 verified",
-			m.MemberID, m.Revision, s.Status.Location, m.SizeBytes, s.Status.Compression))
+		fmt.Sprintf("snapshot of member %s at revision %d stored at %s (%d bytes, compression %s%s) with its metadata; etcd's SHA-256 verified",
+			m.MemberID, m.Revision, s.Status.Location, m.SizeBytes, s.Status.Compression, encryptedTo(s.Status)))
 }
 
 func fail(s *v1alpha1.EtcdSnapshot, reason, message string, now metav1.Time) {
 	s.Status.CompletedAt = &now
 	setPhase(s, v1alpha1.SnapshotFailed, reason, message)
+}
+
+func encryptedTo(st v1alpha1.EtcdSnapshotStatus) string {
+	if st.Encryption == "" {
+		return ""
+	}
+	return fmt.Sprintf(", encrypted with %s to key %s", st.Encryption, st.KeyFingerprint)
 }
