@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -33,7 +31,7 @@ type outageWriter struct {
 }
 
 func startOutageWriter(cfg *tls.Config, endpoint string, period time.Duration) (*outageWriter, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: cfg, Logger: zap.NewNop()})
+	cli, err := framework.EtcdTLSClient(cfg, endpoint)
 	if err != nil {
 		return nil, err
 	}
