@@ -168,6 +168,19 @@ func (c *client) MemberRemove(ctx context.Context, id uint64) (MemberList, error
 	return list, err
 }
 
+func (c *client) MemberUpdate(ctx context.Context, id uint64, peerURLs []string) (MemberList, error) {
+	var list MemberList
+	err := c.balanced(ctx, OpMemberUpdate, func(ctx context.Context) error {
+		resp, err := c.cli.MemberUpdate(ctx, id, peerURLs)
+		if err != nil {
+			return err
+		}
+		list = toMemberList(resp.Header, resp.Members)
+		return nil
+	})
+	return list, err
+}
+
 func (c *client) Status(ctx context.Context, endpoint string) (EndpointStatus, error) {
 	var st EndpointStatus
 	err := c.single(ctx, OpStatus, endpoint, c.opts.callTimeout, func(ctx context.Context, conn *grpc.ClientConn) error {

@@ -22,6 +22,7 @@ const (
 	OpMemberAddAsLearner = "MemberAddAsLearner"
 	OpMemberPromote      = "MemberPromote"
 	OpMemberRemove       = "MemberRemove"
+	OpMemberUpdate       = "MemberUpdate"
 	OpStatus             = "Status"
 	OpMemberListAt       = "MemberListAt"
 	OpHealth             = "Health"

@@ -142,6 +142,10 @@ type Client interface {
 	MemberAddAsLearner(ctx context.Context, peerURLs []string) (Member, MemberList, error)
 	MemberPromote(ctx context.Context, id uint64) (MemberList, error)
 	MemberRemove(ctx context.Context, id uint64) (MemberList, error)
+	// MemberUpdate replaces a member's peer URLs in etcd's membership. The
+	// plain-to-TLS transition (docs/design/0023) moves a member from http
+	// to https with it while the member is stopped.
+	MemberUpdate(ctx context.Context, id uint64, peerURLs []string) (MemberList, error)
 	// Status asks exactly one endpoint about itself.
 	Status(ctx context.Context, endpoint string) (EndpointStatus, error)
 	// MemberListAt asks exactly one endpoint for its own, serializable view,

@@ -64,7 +64,36 @@ func Binary(t testing.TB, version string) string {
 	if err != nil {
 		t.Fatalf("failed to get the etcd %s binaries: %v", version, err)
 	}
-	return filepath.Join(dir, "etcd")
+	return ownCopy(t, dir)
+}
+
+// ownCopy links (or copies) the binaries of dir into a temp dir of the
+// test's and returns the etcd there; etcdutl and etcdctl stay beside it,
+// where tests look for them. The local cluster's sweep SIGKILLs every
+// process whose executable lies under the shared binary cache
+// (localcluster.Layout.LeftoverProcesses), so an e2e run bringing its
+// cluster up or down on the same machine killed the members of a test run
+// from the cache, mid-test and without a word in their logs.
+func ownCopy(t testing.TB, dir string) string {
+	t.Helper()
+	own := t.TempDir()
+	for _, name := range []string{"etcd", "etcdutl", "etcdctl"} {
+		src, dst := filepath.Join(dir, name), filepath.Join(own, name)
+		if _, err := os.Stat(src); err != nil {
+			continue
+		}
+		if err := os.Link(src, dst); err == nil {
+			continue
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatalf("failed to read %s: %v", src, err)
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil { //nolint:gosec // an executable
+			t.Fatalf("failed to copy %s: %v", src, err)
+		}
+	}
+	return filepath.Join(own, "etcd")
 }
 
 // Versions returns the etcd versions versions.env pins (ETCD_VERSIONS).

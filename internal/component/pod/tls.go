@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -38,13 +39,22 @@ const (
 )
 
 // listenClientURLs serves TLS on the client port when the member has client
-// TLS, plaintext otherwise; never both (a plaintext listener beside TLS
-// would leave the data open to anyone who reaches the port).
+// TLS, plaintext otherwise. Both at once only while a running cluster turns
+// TLS on (docs/design/0023): a member given client TLS whose recorded client
+// URL is still http serves both schemes on the one port (etcd splits them
+// with cmux), so plaintext clients keep working until they have moved.
+// Otherwise never both: a plaintext listener beside TLS would leave the
+// data open to anyone who reaches the port.
 func listenClientURLs(m *v1alpha1.EtcdMember) string {
+	tlsURL := fmt.Sprintf("https://%s:%d", anyAddress, v1alpha1.ClientPort)
+	plainURL := fmt.Sprintf("http://%s:%d", anyAddress, v1alpha1.ClientPort)
 	if t := m.Spec.TLS; t != nil && t.Client != nil {
-		return fmt.Sprintf("https://%s:%d", anyAddress, v1alpha1.ClientPort)
+		if strings.HasPrefix(m.Spec.ClientURL, "http://") {
+			return plainURL + "," + tlsURL
+		}
+		return tlsURL
 	}
-	return fmt.Sprintf("http://%s:%d", anyAddress, v1alpha1.ClientPort)
+	return plainURL
 }
 
 // listenPeerURLs follows the scheme and port of the member's peer URL,

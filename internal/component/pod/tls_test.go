@@ -73,6 +73,28 @@ func TestTLSFlagsFollowTheMembersShape(t *testing.T) {
 			absent: []string{"trusted-ca-file", "client-cert-auth"},
 			mounts: map[string]string{"tls-certs": "demo-x7k2p-tls", "tls-peer-trust": "demo-peer-trust-aaaa"},
 		},
+		{
+			// Turning TLS on for a running cluster, first pass (design
+			// 0023): the member's URLs are still http; it gets its peer
+			// certificates (to dial peers already on https) with an http
+			// peer listener, and TLS beside plaintext on its client port.
+			name: "TLS beside plaintext while a running cluster turns TLS on", peerURL: "http://" + host + ":2380", clientURL: "http://" + host + ":2379", tls: memberTLS(true),
+			want: map[string]string{
+				"listen-peer-urls": "http://0.0.0.0:2380", "listen-client-urls": "http://0.0.0.0:2379,https://0.0.0.0:2379",
+				"peer-cert-file": "/etc/etcd/tls/certs/peer.crt", "peer-key-file": "/etc/etcd/tls/certs/peer.key",
+				"peer-trusted-ca-file": "/etc/etcd/tls/peer-trust/ca.crt", "peer-client-cert-auth": "true",
+				"cert-file": "/etc/etcd/tls/certs/client.crt", "key-file": "/etc/etcd/tls/certs/client.key",
+				"trusted-ca-file": "/etc/etcd/tls/client-trust/ca.crt", "client-cert-auth": "true",
+			},
+			mounts: map[string]string{"tls-certs": "demo-x7k2p-tls", "tls-peer-trust": "demo-peer-trust-aaaa", "tls-client-trust": "demo-client-trust-bbbb"},
+		},
+		{
+			// Only a recorded http client URL means "both": without one
+			// the client port serves TLS alone.
+			name: "TLS with no URL recorded", tls: memberTLS(true),
+			want:   map[string]string{"listen-client-urls": "https://0.0.0.0:2379"},
+			mounts: map[string]string{"tls-certs": "demo-x7k2p-tls", "tls-peer-trust": "demo-peer-trust-aaaa", "tls-client-trust": "demo-client-trust-bbbb"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,11 +110,13 @@ func TestTLSFlagsFollowTheMembersShape(t *testing.T) {
 				_, has := flag(p, name)
 				g.Expect(has).To(BeFalse(), "--%s must not be set", name)
 			}
-			v, _ := flag(p, "initial-advertise-peer-urls")
-			g.Expect(v).To(Equal(tc.peerURL))
-			v, _ = flag(p, "advertise-client-urls")
-			g.Expect(v).To(Equal(tc.clientURL))
-			v, _ = flag(p, "listen-metrics-urls")
+			if tc.peerURL != "" {
+				v, _ := flag(p, "initial-advertise-peer-urls")
+				g.Expect(v).To(Equal(tc.peerURL))
+				v, _ = flag(p, "advertise-client-urls")
+				g.Expect(v).To(Equal(tc.clientURL))
+			}
+			v, _ := flag(p, "listen-metrics-urls")
 			g.Expect(v).To(Equal("http://0.0.0.0:2381"), "metrics stay plaintext on their own port")
 			ctr := p.Spec.Containers[0]
 			g.Expect(ctr.Ports).To(HaveLen(3))

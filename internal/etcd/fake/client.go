@@ -259,6 +259,36 @@ func (c *Client) MemberPromote(ctx context.Context, id uint64) (etcd.MemberList,
 	return f.list(), nil
 }
 
+func (c *Client) MemberUpdate(ctx context.Context, id uint64, peerURLs []string) (etcd.MemberList, error) {
+	f := c.f
+	urls := slices.Clone(peerURLs)
+	if err := f.begin(ctx, c, Call{Op: etcd.OpMemberUpdate, Endpoints: c.Endpoints(), ID: id, PeerURLs: urls}); err != nil {
+		return etcd.MemberList{}, fail(etcd.OpMemberUpdate, "", err)
+	}
+	if err := validatePeerURLs(urls); err != nil {
+		return etcd.MemberList{}, fail(etcd.OpMemberUpdate, "", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := c.reachLeader(); err != nil {
+		return etcd.MemberList{}, fail(etcd.OpMemberUpdate, "", err)
+	}
+	i := f.indexOf(id)
+	if i < 0 {
+		return etcd.MemberList{}, fail(etcd.OpMemberUpdate, "", rpctypes.ErrMemberNotFound)
+	}
+	// etcd refuses a URL another member already has.
+	for j, m := range f.members {
+		for _, u := range urls {
+			if j != i && slices.Contains(m.PeerURLs, u) {
+				return etcd.MemberList{}, fail(etcd.OpMemberUpdate, "", rpctypes.ErrPeerURLExist)
+			}
+		}
+	}
+	f.members[i].PeerURLs = urls
+	return f.list(), nil
+}
+
 func (c *Client) MemberRemove(ctx context.Context, id uint64) (etcd.MemberList, error) {
 	f := c.f
 	if err := f.begin(ctx, c, Call{Op: etcd.OpMemberRemove, Endpoints: c.Endpoints(), ID: id}); err != nil {
@@ -496,6 +526,10 @@ func (f *Fake) MemberAddAsLearner(ctx context.Context, peerURLs []string) (etcd.
 
 func (f *Fake) MemberPromote(ctx context.Context, id uint64) (etcd.MemberList, error) {
 	return f.self().MemberPromote(ctx, id)
+}
+
+func (f *Fake) MemberUpdate(ctx context.Context, id uint64, peerURLs []string) (etcd.MemberList, error) {
+	return f.self().MemberUpdate(ctx, id, peerURLs)
 }
 
 func (f *Fake) MemberRemove(ctx context.Context, id uint64) (etcd.MemberList, error) {

@@ -34,7 +34,8 @@ type Call struct {
 	Endpoints []string
 	// Endpoint is the target of a single-endpoint call.
 	Endpoint string
-	// ID is the member of MemberPromote, MemberRemove and MoveLeader.
+	// ID is the member of MemberPromote, MemberRemove, MemberUpdate and
+	// MoveLeader.
 	ID       uint64
 	PeerURLs []string
 	Revision int64
@@ -52,7 +53,7 @@ type Hook func(Call) error
 
 var knownOps = map[string]bool{
 	etcd.OpDial: true, etcd.OpMemberList: true, etcd.OpMemberAddAsLearner: true,
-	etcd.OpMemberPromote: true, etcd.OpMemberRemove: true, etcd.OpStatus: true,
+	etcd.OpMemberPromote: true, etcd.OpMemberRemove: true, etcd.OpMemberUpdate: true, etcd.OpStatus: true,
 	etcd.OpMemberListAt: true, etcd.OpHealth: true, etcd.OpAlarmList: true,
 	etcd.OpAlarmDisarm: true, etcd.OpDefragment: true, etcd.OpCompact: true,
 	etcd.OpMoveLeader: true, etcd.OpAdvanceLog: true, etcd.OpSnapshot: true,

@@ -462,3 +462,23 @@ func TestForceNewCluster(t *testing.T) {
 	_, err = c.Status(ctx, client1)
 	g.Expect(err).To(HaveOccurred(), "%s is no longer a member", etcd.FormatMemberID(m1.ID))
 }
+
+func TestUpdate(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f, m1, c := newCluster(t)
+	m2 := f.AddVoter("m2", peer2, client2)
+
+	_, err := c.MemberUpdate(ctx, 42, []string{"https://m3:2380"})
+	g.Expect(etcd.IsMemberNotFound(err)).To(BeTrue(), "unknown: %v", err)
+	_, err = c.MemberUpdate(ctx, m2.ID, m1.PeerURLs)
+	g.Expect(err).To(HaveOccurred(), "another member's URL is refused")
+
+	const moved = "https://m2:2380"
+	list, err := c.MemberUpdate(ctx, m2.ID, []string{moved})
+	g.Expect(err).NotTo(HaveOccurred())
+	got, ok := list.Find(m2.ID)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(got.PeerURLs).To(Equal([]string{moved}))
+	g.Expect(got.Name).To(Equal("m2"), "only the peer URLs change")
+}
