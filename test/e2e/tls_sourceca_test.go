@@ -1,0 +1,181 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/certs"
+	"github.com/quorumctl/etcd-operator/test/e2e/framework"
+	"github.com/quorumctl/etcd-operator/test/linearizability"
+)
+
+// TestSecretSourceCAChange: the user replaces the certificate of their own
+// Secret source with one from a new CA, under the linearizability checker
+// and a writer through the client Service. The user's clients follow a
+// Secret of their own, given the new CA beside the old before the change
+// and the new one alone after the rotation, as docs/tls.md says. The
+// operator rolls the change in three passes: members restart one at a
+// time (each twice), no write fails beyond a leader change's retries, and
+// at the end members serve the new certificate and trust the new CA alone.
+func TestSecretSourceCAChange(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	g := NewWithT(t)
+	g.Expect(env.CheckOperatorRunning(ctx)).To(Succeed())
+	c, err := env.Client()
+	g.Expect(err).NotTo(HaveOccurred())
+	ns := env.CreateNamespace(t, "src-ca")
+	r := &rollCluster{t: t, g: g, c: c, ns: ns, name: "src-ca"}
+	dns := append([]string{"*.src-ca." + ns + ".svc.cluster.local", "*.src-ca." + ns + ".svc"},
+		certs.ServiceNames("src-ca-client", ns, "cluster.local")...)
+	issue := func(cn string) (*certs.KeyPair, *certs.KeyPair) {
+		ca, err := certs.NewCA(cn, time.Now(), 48*time.Hour)
+		g.Expect(err).NotTo(HaveOccurred())
+		leaf, err := certs.Issue(ca, certs.LeafRequest{CommonName: "src-ca", DNSNames: dns, Server: true, Client: true, Lifetime: 24 * time.Hour}, time.Now())
+		g.Expect(err).NotTo(HaveOccurred())
+		return ca, leaf
+	}
+	oldCA, oldLeaf := issue("user ca 1")
+	newCA, newLeaf := issue("user ca 2")
+	// A certificate of the new CA's name that the new CA did not sign.
+	_, strayLeaf := issue("user ca 2")
+
+	put := func(name string, leaf *certs.KeyPair, ca ...[]byte) {
+		data := map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM, "ca.crt": []byte(strings.Join(func() []string {
+			var out []string
+			for _, b := range ca {
+				out = append(out, string(b))
+			}
+			return out
+		}(), ""))}
+		s := &corev1.Secret{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)
+		if err != nil {
+			s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
+			g.Expect(c.Create(ctx, s)).To(Succeed())
+			return
+		}
+		s.Data = data
+		g.Expect(c.Update(ctx, s)).To(Succeed())
+	}
+	for _, name := range []string{"user-peer", "user-client"} {
+		put(name, oldLeaf, oldCA.CertPEM)
+	}
+	// The application's own trust, which it re-reads as a well-behaved
+	// client does (the certificate is not asked for: no mutual TLS).
+	put("app-trust", oldLeaf, oldCA.CertPEM)
+	cl := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: ns}, Spec: v1alpha1.EtcdClusterSpec{
+		Replicas: ptr.To[int32](3),
+		TLS: &v1alpha1.TLSSpec{
+			Peer:   v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "user-peer"}},
+			Client: v1alpha1.ClientTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "user-client"}},
+		},
+	}}
+	framework.AllowE2EClients(cl)
+	g.Expect(c.Create(ctx, cl)).To(Succeed())
+	r.rolled(ctx, 6*time.Minute)
+	before := names(r.members(ctx))
+
+	// A new certificate that its new ca.crt did not sign is refused and
+	// changes nothing.
+	put("user-peer", strayLeaf, newCA.CertPEM)
+	var last string
+	g.Expect(framework.WaitFor(ctx, 2*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		ready := meta.FindStatusCondition(r.get(ctx).Status.Conditions, v1alpha1.ReadyCondition)
+		if ready == nil {
+			return false, nil
+		}
+		last = ready.Reason + ": " + ready.Message
+		return ready.Reason == v1alpha1.TLSSourceInvalidReason && strings.Contains(ready.Message, ns+"/user-peer"), nil
+	})).To(Succeed(), "the stray certificate is refused: last seen %s", last)
+	r.expectServedFrom(ctx, oldCA.Cert, oldLeaf.Cert.SerialNumber.String(), v1alpha1.ClientPort, v1alpha1.PeerPort)
+	put("user-peer", oldLeaf, oldCA.CertPEM)
+	r.rolled(ctx, 2*time.Minute)
+
+	follow, err := framework.FollowClientSecret(ctx, c, ns, "app-trust", r.serverName())
+	g.Expect(err).NotTo(HaveOccurred())
+	eps, err := env.MemberEndpoints(ctx, ns, r.name)
+	g.Expect(err).NotTo(HaveOccurred())
+	svc, err := env.ClientServiceEndpoint(ctx, ns, r.name)
+	g.Expect(err).NotTo(HaveOccurred())
+	checker, err := linearizability.Start(linearizability.Config{Endpoints: framework.HTTPS(append(eps, svc)), ClientsPerEndpoint: 2, TLS: follow})
+	g.Expect(err).NotTo(HaveOccurred())
+	writer, err := startServiceWriter(follow, framework.HTTPS([]string{svc})[0])
+	g.Expect(err).NotTo(HaveOccurred())
+	watch := env.WatchMembersDownTLS(ctx, ns, r.name, follow)
+	defer func() { _, _ = watch.Stop() }()
+
+	// The documented order: clients trust both CAs first, then the
+	// Secrets change.
+	put("app-trust", oldLeaf, oldCA.CertPEM, newCA.CertPEM)
+	began := time.Now()
+	for _, name := range []string{"user-peer", "user-client"} {
+		put(name, newLeaf, newCA.CertPEM)
+	}
+	var phases []string
+	g.Expect(framework.WaitFor(ctx, 12*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		cl := r.get(ctx)
+		st := cl.Status.TLS
+		if st == nil || st.Peer == nil || st.Client == nil {
+			return false, nil
+		}
+		phase := st.Peer.Rotation + "/" + st.Client.Rotation
+		if len(phases) == 0 || phases[len(phases)-1] != phase {
+			phases = append(phases, phase)
+		}
+		if len(phases) < 2 || st.Peer.Rotation != "" || st.Client.Rotation != "" {
+			return false, nil
+		}
+		_, err := framework.WaitForClusterReady(ctx, c, ns, r.name, time.Second)
+		return err == nil, nil
+	})).To(Succeed(), "the rotation ended: %v", phases)
+	took := time.Since(began)
+	t.Logf("rotated in %s through %v", took.Round(time.Second), phases)
+	// The rotation is over: clients may drop the old CA.
+	put("app-trust", newLeaf, newCA.CertPEM)
+
+	writer.Stop()
+	rep, err := checker.Stop().Check(linearizability.CheckOptions{VisualizationPath: filepath.Join(t.TempDir(), "history.html")})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("linearizability: %s", rep)
+	seen, err := watch.Stop()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("members down, run by run:\n%s", seen.Timeline())
+	writer.mu.Lock()
+	t.Logf("service writer: %d writes, %d retries, longest gap between writes %s", writer.written, writer.retried, writer.longest.Round(time.Millisecond))
+	g.Expect(writer.failed).To(BeEmpty(), "no write through the Service failed beyond a leader change's retries")
+	writer.mu.Unlock()
+
+	g.Expect(rep.Err()).NotTo(HaveOccurred(), "the history is linearizable")
+	g.Expect(rep.Acknowledged).To(BeNumerically(">", 100), "writes went on throughout")
+	g.Expect(seen.MaxDown).To(BeNumerically("<=", 1), "at no sample were two members down: %s", seen)
+	g.Expect(seen.SeenDown()).To(ConsistOf(before), "every member restarted: %s", seen)
+	g.Expect(strings.Join(phases, " ")).To(ContainSubstring(v1alpha1.CARotationTrustingNewCA), "through the first pass")
+	g.Expect(strings.Join(phases, " ")).To(ContainSubstring(v1alpha1.CARotationSwitchingCertificates), "through the second pass")
+
+	g.Expect(names(r.members(ctx))).To(Equal(before), "the same members, restarted in place")
+	r.expectServedFrom(ctx, newCA.Cert, newLeaf.Cert.SerialNumber.String(), v1alpha1.ClientPort, v1alpha1.PeerPort)
+	for _, m := range r.members(ctx) {
+		cm := &corev1.ConfigMap{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Spec.TLS.Peer.TrustBundle}, cm)).To(Succeed())
+		b, err := certs.ParseBundle([]byte(cm.Data["ca.crt"]))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(b).To(HaveLen(1), "%s trusts one peer CA", m.Name)
+		g.Expect(b[0].Equal(newCA.Cert)).To(BeTrue(), "%s trusts the new peer CA", m.Name)
+	}
+	r.expectEventsOf(ctx, "CARotationStarted", "CARotationSwitching", "CARotationDroppingOldCA", "CARotationCompleted")
+}
