@@ -24,9 +24,9 @@ import (
 
 // TestSecretSourceCAChange: the user replaces the certificate of their own
 // Secret source with one from a new CA, under the linearizability checker
-// and a writer through the client Service. The user's clients follow a
-// Secret of their own, given the new CA beside the old before the change
-// and the new one alone after the rotation, as docs/tls.md says. The
+// and a writer through the client Service. The clients follow a client
+// certificate Secret the operator issued on request, whose ca.crt holds
+// the old and the new CA from pass 1 on, as docs/tls.md says. The
 // operator rolls the change in three passes: members restart one at a
 // time (each twice), no write fails beyond a leader change's retries, and
 // at the end members serve the new certificate and trust the new CA alone.
@@ -75,9 +75,6 @@ func TestSecretSourceCAChange(t *testing.T) {
 	for _, name := range []string{"user-peer", "user-client"} {
 		put(name, oldLeaf, oldCA.CertPEM)
 	}
-	// The application's own trust, which it re-reads as a well-behaved
-	// client does (the certificate is not asked for: no mutual TLS).
-	put("app-trust", oldLeaf, oldCA.CertPEM)
 	cl := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: ns}, Spec: v1alpha1.EtcdClusterSpec{
 		Replicas: ptr.To[int32](3),
 		TLS: &v1alpha1.TLSSpec{
@@ -106,7 +103,13 @@ func TestSecretSourceCAChange(t *testing.T) {
 	put("user-peer", oldLeaf, oldCA.CertPEM)
 	r.rolled(ctx, 2*time.Minute)
 
-	follow, err := framework.FollowClientSecret(ctx, c, ns, "app-trust", r.serverName())
+	// The application's client certificate, issued on request by the
+	// operator (mutual TLS is the default): its Secret's ca.crt follows
+	// the rotation, and the client re-reads it as a well-behaved client
+	// re-reads its files.
+	_, err = framework.RequestClientCertificate(ctx, c, ns, r.name, "root")
+	g.Expect(err).NotTo(HaveOccurred())
+	follow, err := framework.FollowClientSecret(ctx, c, ns, framework.E2EClientSecretName(r.name), r.serverName())
 	g.Expect(err).NotTo(HaveOccurred())
 	eps, err := env.MemberEndpoints(ctx, ns, r.name)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -119,9 +122,6 @@ func TestSecretSourceCAChange(t *testing.T) {
 	watch := env.WatchMembersDownTLS(ctx, ns, r.name, follow)
 	defer func() { _, _ = watch.Stop() }()
 
-	// The documented order: clients trust both CAs first, then the
-	// Secrets change.
-	put("app-trust", oldLeaf, oldCA.CertPEM, newCA.CertPEM)
 	began := time.Now()
 	for _, name := range []string{"user-peer", "user-client"} {
 		put(name, newLeaf, newCA.CertPEM)
@@ -145,8 +145,6 @@ func TestSecretSourceCAChange(t *testing.T) {
 	})).To(Succeed(), "the rotation ended: %v", phases)
 	took := time.Since(began)
 	t.Logf("rotated in %s through %v", took.Round(time.Second), phases)
-	// The rotation is over: clients may drop the old CA.
-	put("app-trust", newLeaf, newCA.CertPEM)
 
 	writer.Stop()
 	rep, err := checker.Stop().Check(linearizability.CheckOptions{VisualizationPath: filepath.Join(t.TempDir(), "history.html")})
