@@ -4,13 +4,17 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -103,11 +107,38 @@ func TestSecretSourceCAChange(t *testing.T) {
 	put("user-peer", oldLeaf, oldCA.CertPEM)
 	r.rolled(ctx, 2*time.Minute)
 
-	// The application's client certificate, issued on request by the
-	// operator (mutual TLS is the default): its Secret's ca.crt follows
-	// the rotation, and the client re-reads it as a well-behaved client
-	// re-reads its files.
-	_, err = framework.RequestClientCertificate(ctx, c, ns, r.name, "root")
+	r.rollSourceCAChange(ctx, before, func() {
+		for _, name := range []string{"user-peer", "user-client"} {
+			put(name, newLeaf, newCA.CertPEM)
+		}
+	})
+	r.expectServedFrom(ctx, newCA.Cert, newLeaf.Cert.SerialNumber.String(), v1alpha1.ClientPort, v1alpha1.PeerPort)
+	r.expectPeersTrustOnly(ctx, newCA.Cert)
+}
+
+// expectPeersTrustOnly: every member's peer trust bundle is ca alone.
+func (r *rollCluster) expectPeersTrustOnly(ctx context.Context, ca *x509.Certificate) {
+	for _, m := range r.members(ctx) {
+		cm := &corev1.ConfigMap{}
+		r.g.Expect(r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: m.Spec.TLS.Peer.TrustBundle}, cm)).To(Succeed())
+		b, err := certs.ParseBundle([]byte(cm.Data["ca.crt"]))
+		r.g.Expect(err).NotTo(HaveOccurred())
+		r.g.Expect(b).To(HaveLen(1), "%s trusts one peer CA", m.Name)
+		r.g.Expect(b[0].Equal(ca)).To(BeTrue(), "%s trusts the new peer CA", m.Name)
+	}
+}
+
+// rollSourceCAChange makes the change of a source's CA under the
+// linearizability checker and a writer through the client Service, whose
+// clients follow a client certificate Secret the operator issued on
+// request (mutual TLS is the default): its ca.crt holds the old and the
+// new CA from pass 1 on, and the clients re-read it as a well-behaved
+// client re-reads its files. It waits for the three passes to end and
+// checks that members restarted one at a time, each of before, and that no
+// write failed beyond a leader change's retries.
+func (r *rollCluster) rollSourceCAChange(ctx context.Context, before []string, change func()) {
+	t, g, c, ns := r.t, r.g, r.c, r.ns
+	_, err := framework.RequestClientCertificate(ctx, c, ns, r.name, "root")
 	g.Expect(err).NotTo(HaveOccurred())
 	follow, err := framework.FollowClientSecret(ctx, c, ns, framework.E2EClientSecretName(r.name), r.serverName())
 	g.Expect(err).NotTo(HaveOccurred())
@@ -123,9 +154,7 @@ func TestSecretSourceCAChange(t *testing.T) {
 	defer func() { _, _ = watch.Stop() }()
 
 	began := time.Now()
-	for _, name := range []string{"user-peer", "user-client"} {
-		put(name, newLeaf, newCA.CertPEM)
-	}
+	change()
 	var phases []string
 	g.Expect(framework.WaitFor(ctx, 12*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
 		cl := r.get(ctx)
@@ -166,14 +195,75 @@ func TestSecretSourceCAChange(t *testing.T) {
 	g.Expect(strings.Join(phases, " ")).To(ContainSubstring(v1alpha1.CARotationSwitchingCertificates), "through the second pass")
 
 	g.Expect(names(r.members(ctx))).To(Equal(before), "the same members, restarted in place")
-	r.expectServedFrom(ctx, newCA.Cert, newLeaf.Cert.SerialNumber.String(), v1alpha1.ClientPort, v1alpha1.PeerPort)
-	for _, m := range r.members(ctx) {
-		cm := &corev1.ConfigMap{}
-		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Spec.TLS.Peer.TrustBundle}, cm)).To(Succeed())
-		b, err := certs.ParseBundle([]byte(cm.Data["ca.crt"]))
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(b).To(HaveLen(1), "%s trusts one peer CA", m.Name)
-		g.Expect(b[0].Equal(newCA.Cert)).To(BeTrue(), "%s trusts the new peer CA", m.Name)
-	}
 	r.expectEventsOf(ctx, "CARotationStarted", "CARotationSwitching", "CARotationDroppingOldCA", "CARotationCompleted")
+}
+
+// TestCertManagerSourceCAChange: the CA behind a cert-manager CA Issuer is
+// replaced and the cluster's Certificates renewed (as `cmctl renew` does):
+// the issued Secrets' ca.crt changes, and the operator rolls it in three
+// passes as for a user's Secret.
+func TestCertManagerSourceCAChange(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	g := NewWithT(t)
+	g.Expect(env.EnsureCertManager(ctx, t)).To(Succeed())
+	c, err := env.Client()
+	g.Expect(err).NotTo(HaveOccurred())
+	ns := env.CreateNamespace(t, "cm-ca")
+	r := &rollCluster{t: t, g: g, c: c, ns: ns, name: "cm-ca"}
+	oldCA, err := certs.NewCA("issuer ca 1", time.Now(), 48*time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "issuer-ca", Namespace: ns}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": oldCA.CertPEM, "tls.key": oldCA.KeyPEM}}
+	g.Expect(c.Create(ctx, caSecret)).To(Succeed())
+	g.Expect(c.Create(ctx, &cmapi.Issuer{ObjectMeta: metav1.ObjectMeta{Name: "etcd-ca", Namespace: ns},
+		Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "issuer-ca"}}}})).To(Succeed())
+	issuer := &v1alpha1.IssuerReference{Name: "etcd-ca", Kind: "Issuer"}
+	cl := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: ns}, Spec: v1alpha1.EtcdClusterSpec{
+		Replicas: ptr.To[int32](3),
+		TLS: &v1alpha1.TLSSpec{
+			Peer:   v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceCertManager, IssuerRef: issuer}},
+			Client: v1alpha1.ClientTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceCertManager, IssuerRef: issuer}},
+		},
+	}}
+	framework.AllowE2EClients(cl)
+	g.Expect(c.Create(ctx, cl)).To(Succeed())
+	r.rolled(ctx, 8*time.Minute)
+	r.expectServedFrom(ctx, oldCA.Cert, "", v1alpha1.ClientPort, v1alpha1.PeerPort)
+	before := names(r.members(ctx))
+
+	newCA, err := certs.NewCA("issuer ca 2", time.Now(), 48*time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	r.rollSourceCAChange(ctx, before, func() {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(caSecret), caSecret)).To(Succeed())
+		caSecret.Data = map[string][]byte{"tls.crt": newCA.CertPEM, "tls.key": newCA.KeyPEM}
+		g.Expect(c.Update(ctx, caSecret)).To(Succeed())
+		for _, name := range []string{r.name + "-peer", r.name + "-client"} {
+			// What `cmctl renew` does: cert-manager reissues a Certificate
+			// whose Issuing condition is set.
+			g.Expect(retryOnConflict(ctx, func() error {
+				crt := &cmapi.Certificate{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, crt); err != nil {
+					return err
+				}
+				crt.Status.Conditions = append(crt.Status.Conditions, cmapi.CertificateCondition{
+					Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue,
+					Reason: "ManuallyTriggered", Message: "the e2e test renews it after replacing the Issuer's CA"})
+				return c.Status().Update(ctx, crt)
+			})).To(Succeed())
+		}
+	})
+	r.expectServedFrom(ctx, newCA.Cert, "", v1alpha1.ClientPort, v1alpha1.PeerPort)
+	r.expectPeersTrustOnly(ctx, newCA.Cert)
+}
+
+func retryOnConflict(ctx context.Context, f func() error) error {
+	return framework.WaitFor(ctx, 30*time.Second, 200*time.Millisecond, func(context.Context) (bool, error) {
+		err := f()
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 }
