@@ -222,3 +222,42 @@ func (h *harness) onTwoCAs(names []string) bool {
 	}
 	return true
 }
+
+// Both sides from the user's Secrets, with mutual TLS (the operator's own
+// client CA beside the user's): one change of both Secrets ends with every
+// member trusting the new CA alone on both sides, the operator's client CA
+// untouched and trusted throughout.
+func TestSourceCAChange_BothSidesBesideTheOperatorsClientCA(t *testing.T) {
+	h := newHarness(t)
+	oldCA, oldLeaf := h.userCert("user ca 1")
+	h.putUserSecret("my-peer-tls", oldLeaf, oldCA.CertPEM)
+	h.putUserSecret("my-client-tls", oldLeaf, oldCA.CertPEM)
+	spec := peerSecretSource.DeepCopy()
+	spec.Client.CertificateSourceSpec = v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "my-client-tls"}
+	names := h.formedTLS(spec)
+	h.serveFromSecrets()
+	opCA, _, _ := h.caOf("client")
+
+	newCA, newLeaf := h.userCert("user ca 2")
+	h.putUserSecret("my-peer-tls", newLeaf, newCA.CertPEM)
+	h.putUserSecret("my-client-tls", newLeaf, newCA.CertPEM)
+	h.reconcile()
+	h.rollThrough(names, func() bool {
+		return h.rotation("peer") == "" && h.rotation("client") == "" && h.leaf(names[0], "peer").Cert.Equal(newLeaf.Cert)
+	})
+	for range 3 {
+		h.reconcile()
+	}
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), h.condition(v1alpha1.ReadyCondition).Message)
+	for _, n := range names {
+		h.g.Expect(h.leaf(n, "peer").Cert.Equal(newLeaf.Cert)).To(BeTrue())
+		h.g.Expect(h.leaf(n, "client").Cert.Equal(newLeaf.Cert)).To(BeTrue())
+		peer, cli := h.bundle(h.member(n).Spec.TLS.Peer.TrustBundle), h.bundle(h.member(n).Spec.TLS.Client.TrustBundle)
+		h.g.Expect(peer).To(HaveLen(1))
+		h.g.Expect(peer.Contains(newCA.Cert)).To(BeTrue())
+		h.g.Expect(cli).To(HaveLen(2), "%s trusts the user's new CA and the operator's client CA", n)
+		h.g.Expect(cli.Contains(newCA.Cert) && cli.Contains(opCA)).To(BeTrue())
+	}
+	now, next, prev := h.caOf("client")
+	h.g.Expect(now.Equal(opCA) && !next && !prev).To(BeTrue(), "the operator's client CA did not rotate")
+}
