@@ -261,3 +261,37 @@ func TestSourceCAChange_BothSidesBesideTheOperatorsClientCA(t *testing.T) {
 	now, next, prev := h.caOf("client")
 	h.g.Expect(now.Equal(opCA) && !next && !prev).To(BeTrue(), "the operator's client CA did not rotate")
 }
+
+// A second CA change during pass 1, before anything serves the next CA,
+// retargets the rotation: it ends on the newest CA, and the CA in between
+// is trusted by no member at the end.
+func TestSourceCAChange_ASecondChangeDuringPass1Retargets(t *testing.T) {
+	h := newHarness(t)
+	oldCA, oldLeaf := h.userCert("user ca 1")
+	h.putUserSecret("my-peer-tls", oldLeaf, oldCA.CertPEM)
+	names := h.formedTLS(peerSecretSource)
+	h.serveFromSecrets()
+	midCA, midLeaf := h.userCert("user ca 2")
+	h.putUserSecret("my-peer-tls", midLeaf, midCA.CertPEM)
+	h.reconcile()
+	_, next, _ := h.peerSourceState()
+	h.g.Expect(next).To(BeTrue())
+
+	lastCA, lastLeaf := h.userCert("user ca 3")
+	h.putUserSecret("my-peer-tls", lastLeaf, lastCA.CertPEM)
+	h.reconcile()
+	s := h.secret(sourceStateSecretName(testName, "peer"))
+	b, err := certs.ParseBundle(s.Data[nextCertKey])
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(b.Contains(lastCA.Cert) && !b.Contains(midCA.Cert)).To(BeTrue(), "next is the newest CA")
+
+	h.rollThrough(names, func() bool {
+		return h.rotation("peer") == "" && h.leaf(names[0], "peer").Cert.Equal(lastLeaf.Cert)
+	})
+	for _, n := range names {
+		h.g.Expect(h.leaf(n, "peer").Cert.Equal(lastLeaf.Cert)).To(BeTrue())
+		trust := h.bundle(h.member(n).Spec.TLS.Peer.TrustBundle)
+		h.g.Expect(trust).To(HaveLen(1))
+		h.g.Expect(trust.Contains(lastCA.Cert)).To(BeTrue())
+	}
+}
