@@ -19,6 +19,12 @@ type Input struct {
 	Stored
 	// Requested: a rotation was asked for and not acted on yet.
 	Requested bool
+	// Offered: the next CA is not made by the operator but brought by the
+	// section's source (a user's Secret, cert-manager's), whose ca.crt no
+	// longer matches the CA the members' certificate comes from. It
+	// begins a rotation as a request does; Begin then records the offered
+	// CA as next instead of making one.
+	Offered bool
 	// NotBefore and NotAfter bound the signing CA's validity.
 	NotBefore, NotAfter time.Time
 	// LeafLifetime is the lifetime of the certificates the CA signs.
@@ -121,12 +127,12 @@ func Decide(in Input) Decision {
 	}
 	due := Due(in.NotBefore, in.NotAfter, in.LeafLifetime, in.Now)
 	switch {
-	case !in.Requested && !due:
+	case !in.Requested && !in.Offered && !due:
 		return Decision{}
 	case in.Rolling && !Urgent(in.NotBefore, in.NotAfter, in.LeafLifetime, in.Now):
 		return Decision{Wait: WaitRollout}
 	}
-	return Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin, Expiring: !in.Requested || in.Rolling, DuringRollout: in.Rolling}
+	return Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin, Expiring: (!in.Requested && !in.Offered) || in.Rolling, DuringRollout: in.Rolling}
 }
 
 // Due reports whether a CA valid from notBefore to notAfter is to be

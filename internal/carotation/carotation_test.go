@@ -69,6 +69,26 @@ func TestDecide(t *testing.T) {
 		}, Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}},
 		{"a rotation under way goes on during another rollout", func(in Input) Input { in.Previous, in.Switched, in.Rolling = true, true, true; return in },
 			Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}},
+		// A source (a user's Secret, cert-manager) brings the next CA:
+		// the same passes, begun by the offer.
+		{"a source offers a new CA", func(in Input) Input { in.Offered = true; return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin}},
+		{"a source's new CA, with no expiry known (the source renews its CA)", func(in Input) Input {
+			in.Offered, in.NotBefore, in.NotAfter = true, time.Time{}, time.Time{}
+			return in
+		}, Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin}},
+		{"a source's new CA during another rollout waits for its end", func(in Input) Input {
+			in.Offered, in.Rolling, in.NotBefore, in.NotAfter = true, true, time.Time{}, time.Time{}
+			return in
+		}, Decision{Wait: WaitRollout}},
+		{"a source's CA changed again during pass 2: the rotation ends first", func(in Input) Input { in.Offered, in.Previous = true, true; return in },
+			Decision{Phase: v1alpha1.CARotationSwitchingCertificates}},
+		{"a source's CA changed again during pass 3: it waits for its end", func(in Input) Input {
+			in.Offered, in.OnBundle, in.Behind = true, false, true
+			return in
+		}, Decision{Phase: v1alpha1.CARotationDroppingOldCA}},
+		{"a source's offer, paused: recorded; the restarts wait on the pause", func(in Input) Input { in.Offered, in.Paused = true, true; return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

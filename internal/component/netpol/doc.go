@@ -1,7 +1,7 @@
 // Package netpol builds and applies a cluster's NetworkPolicy, which lets
 // into the members' ports only what needs them: on the client port the
 // operator, the cluster's snapshot Jobs, its members and the clients the
-// spec allows; on the peer port the members; on the metrics port the
+// spec allows; on the peer port the members and the operator; on the metrics port the
 // operator and the monitoring namespaces the operator was installed with.
 //
 // The policy is ingress only, and like every NetworkPolicy it admits

@@ -58,9 +58,16 @@ func Build(c *v1alpha1.EtcdCluster, src Sources) *networkingv1.NetworkPolicy {
 	jobs := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: backupjob.EtcdClientLabels(c.Name)}}
 
 	clients := []networkingv1.NetworkPolicyPeer{members, jobs}
+	peers := []networkingv1.NetworkPolicyPeer{*members.DeepCopy()}
 	var metrics []networkingv1.NetworkPolicyPeer
 	if op := src.operator(); op != nil {
 		clients = append(clients, *op)
+		// The operator reads the certificate a member serves on its peer
+		// port, to know it took a new one in place (pass 2 of a CA
+		// rotation): with a Secret or cert-manager source nothing else
+		// tells. It holds every key of the cluster already, and the peer
+		// port still demands a peer certificate.
+		peers = append(peers, *op.DeepCopy())
 		// The operator reads a member's metrics endpoint when its client
 		// port does not answer, to judge a lost quorum.
 		metrics = append(metrics, *op.DeepCopy())
@@ -74,7 +81,7 @@ func Build(c *v1alpha1.EtcdCluster, src Sources) *networkingv1.NetworkPolicy {
 
 	ingress := []networkingv1.NetworkPolicyIngressRule{
 		rule(v1alpha1.ClientPort, clients),
-		rule(v1alpha1.PeerPort, []networkingv1.NetworkPolicyPeer{*members.DeepCopy()}),
+		rule(v1alpha1.PeerPort, peers),
 	}
 	// A rule without peers admits every source: with no one to admit, the
 	// metrics port gets no rule at all and only the node reaches it.

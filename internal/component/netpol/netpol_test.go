@@ -163,7 +163,7 @@ func TestWhoReachesWhichPort(t *testing.T) {
 		{"a voter of the cluster", member, true, true, false},
 		{"a learner of the cluster", learner, true, true, false},
 		{"the cluster's snapshot Job", snapshotJob, true, false, false},
-		{"the operator", operator, true, false, true},
+		{"the operator", operator, true, true, true},
 		{"Prometheus in the monitoring namespace", prometheus, false, false, true},
 		{"a member of another cluster in the namespace", otherMember, false, false, false},
 		{"another cluster's snapshot Job", otherJob, false, false, false},

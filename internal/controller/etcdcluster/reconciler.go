@@ -234,6 +234,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeToClusters),
 			builder.WithPredicates(nodeAvailabilityChanged())).
 		Watches(&v1alpha1.EtcdRecovery{}, handler.EnqueueRequestsFromMapFunc(recoveryToCluster)).
+		// A user's (or cert-manager's) Secret is no object of the
+		// cluster's: a change there is found through the clusters that
+		// name it.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sourceSecretToClusters),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Named("etcdcluster").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1), RateLimiter: ratelimit.Capped()}).
 		Complete(r)

@@ -48,6 +48,10 @@ type tlsSection struct {
 	// shared is the certificate every member serves with a Secret or a
 	// cert-manager source.
 	shared *certs.KeyPair
+	// adopted is what a Secret or cert-manager source's members are
+	// given, and its CA's rotation (tls_sourceca.go); nil for the
+	// operator-managed source.
+	adopted *sourceState
 	// caNotAfter, nextRenewal are for status.
 	caNotAfter  time.Time
 	nextRenewal time.Time

@@ -101,7 +101,7 @@ func (r *Reconciler) rotateCAs(ctx context.Context, s *scope, published map[stri
 			NotBefore: st.signing.Cert.NotBefore, NotAfter: st.signing.Cert.NotAfter,
 			LeafLifetime: leafLife, Now: s.now,
 			OnBundle: s.onBundle(sec), Behind: s.behind(sec),
-			Rolling: s.rollingOtherwise(), Paused: s.cluster.Spec.Rollout.Paused,
+			Rolling: s.rollingOtherwise() || sec.sourceRotating(), Paused: s.cluster.Spec.Rollout.Paused,
 		}
 		if in.Previous {
 			in.Switched = r.switched(ctx, s, sec, published)
@@ -144,7 +144,41 @@ func (r *Reconciler) rotateCAs(ctx context.Context, s *scope, published map[stri
 		armDeadline(s)
 		res = soonest(res, ctrl.Result{RequeueAfter: time.Second})
 	}
+	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
+		if sec.adopted == nil {
+			continue
+		}
+		d := carotation.Decide(r.sourceInput(ctx, s, sec, published))
+		if sec.phase != "" && d.Phase == "" {
+			// The operator's own CA of the section is rotating (pass 3
+			// seen on the bundle is the same for both).
+			continue
+		}
+		sec.phase, sec.wait = d.Phase, d.Wait
+		if d.Phase == "" {
+			continue
+		}
+		res = soonest(res, ctrl.Result{RequeueAfter: requeueRotation})
+		if s.cluster.Status.ProgressDeadline == nil {
+			armDeadline(s)
+		}
+		if d.Step == carotation.Stay {
+			continue
+		}
+		if err := r.stepSourceRotation(ctx, s, sec, d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		armDeadline(s)
+		res = soonest(res, ctrl.Result{RequeueAfter: time.Second})
+	}
 	return res, errors.Join(errs...)
+}
+
+// sourceRotating: the section's source CA is being rotated (passes 1 and
+// 2), so the operator's own CA of the section waits, one change at a time.
+func (sec *tlsSection) sourceRotating() bool {
+	return sec.adopted != nil && sec.adopted.rotating()
 }
 
 // rollingOtherwise: the rollout has members to bring onto the target's

@@ -68,14 +68,21 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 	if err != nil || shared == nil {
 		return nil, err
 	}
-	sec.shared = shared
-	// The source renews it (the user or cert-manager); neither Secret is
-	// the cluster's own object, so no watch brings the renewal in: the
-	// pass comes back when two thirds of it have passed.
-	sec.noteRenewal(certs.ExternalRenewalTime(shared.Cert))
-	sec.wanted = certs.NewBundle(sec.wanted, cas)
-	if sec.caNotAfter.IsZero() || shared.Cert.NotAfter.Before(sec.caNotAfter) {
-		sec.caNotAfter = shared.Cert.NotAfter
+	// The members are given what the operator adopted from the source,
+	// which is what the source holds unless its CA changed: then the old
+	// certificate stays until every member trusts the new CA.
+	adopted, err := r.adoptSource(ctx, s, name, shared, cas)
+	if err != nil {
+		return nil, err
+	}
+	sec.adopted, sec.shared = adopted, adopted.leaf
+	// The source renews it (the user or cert-manager); a watch on its
+	// Secret brings the change in, and the pass comes back anyway when two
+	// thirds of the certificate's life have passed.
+	sec.noteRenewal(certs.ExternalRenewalTime(sec.shared.Cert))
+	sec.wanted = certs.NewBundle(sec.wanted, adopted.trusted())
+	if sec.caNotAfter.IsZero() || sec.shared.Cert.NotAfter.Before(sec.caNotAfter) {
+		sec.caNotAfter = sec.shared.Cert.NotAfter
 	}
 	return sec, nil
 }
