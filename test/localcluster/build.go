@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -472,31 +473,61 @@ func (l Layout) EnvtestAssets(ctx context.Context, p *Progress) (string, error) 
 		"kubectl":        filepath.Join(k8s, "kubectl"),
 		"etcd":           filepath.Join(etcdDir, "etcd"),
 	} {
-		if err := replaceSymlink(target, filepath.Join(dir, name)); err != nil {
+		if err := replaceLink(target, filepath.Join(dir, name)); err != nil {
 			return "", err
 		}
 	}
 	return dir, nil
 }
 
-// replaceSymlink points link at target without a moment in which link is
-// missing: the directory is shared by every checkout on the machine, and a
-// test run starting kube-apiserver from it while another run refreshes the
-// links must still find the binaries. A link already right is left alone;
-// otherwise a new link is made beside it and renamed over it, which is
-// atomic.
-func replaceSymlink(target, link string) error {
-	if cur, err := os.Readlink(link); err == nil && cur == target {
+// replaceLink makes link a hard link of target without a moment in which
+// link is missing: the directory is shared by every checkout on the
+// machine, and a test run starting kube-apiserver from it while another run
+// refreshes the links must still find the binaries. A link already right
+// is left alone; otherwise a new link is made beside it and renamed over
+// it, which is atomic.
+//
+// A hard link, not a symlink: the kernel names a process's executable by
+// the path it was started from, and the cluster's sweep of leftovers
+// (LeftoverProcesses) kills whatever runs from the build cache. Through a
+// symlink, envtest's kube-apiserver and etcd ran from the cache and died
+// whenever a local cluster on the machine came up or went down.
+func replaceLink(target, link string) error {
+	want, err := os.Stat(target)
+	if err != nil {
+		return err
+	}
+	if cur, err := os.Lstat(link); err == nil && os.SameFile(cur, want) {
 		return nil
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", link, os.Getpid())
 	_ = os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err != nil {
-		return err
+	if err := os.Link(target, tmp); err != nil {
+		// Another filesystem: a copy serves as well.
+		if err := copyExecutable(target, tmp); err != nil {
+			return err
+		}
 	}
 	if err := os.Rename(tmp, link); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
 	return nil
+}
+
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
 }

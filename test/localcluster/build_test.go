@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -41,14 +42,19 @@ func TestModuleKeyFollowsTheModulesFiles(t *testing.T) {
 	}
 }
 
-// TestReplaceSymlinkNeverLeavesTheLinkMissing: envtest's binaries are links
+// TestReplaceLinkNeverLeavesTheLinkMissing: envtest's binaries are links
 // in a directory every checkout shares, so a run that refreshes them must
 // not leave a moment in which another run finds one missing.
-func TestReplaceSymlinkNeverLeavesTheLinkMissing(t *testing.T) {
+func TestReplaceLinkNeverLeavesTheLinkMissing(t *testing.T) {
 	dir := t.TempDir()
 	link := filepath.Join(dir, "kube-apiserver")
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	if err := replaceSymlink(a, link); err != nil {
+	for _, f := range []string{a, b} {
+		if err := os.WriteFile(f, []byte(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := replaceLink(a, link); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -61,7 +67,7 @@ func TestReplaceSymlinkNeverLeavesTheLinkMissing(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := os.Readlink(link); err != nil {
+			if _, err := os.Stat(link); err != nil {
 				missing <- err
 				return
 			}
@@ -72,7 +78,7 @@ func TestReplaceSymlinkNeverLeavesTheLinkMissing(t *testing.T) {
 		if i%2 == 0 {
 			target = b
 		}
-		if err := replaceSymlink(target, link); err != nil {
+		if err := replaceLink(target, link); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,11 +86,56 @@ func TestReplaceSymlinkNeverLeavesTheLinkMissing(t *testing.T) {
 	if err := <-missing; err != nil {
 		t.Fatalf("the link was missing while it was replaced: %v", err)
 	}
-	if got, err := os.Readlink(link); err != nil || got != a {
-		t.Fatalf("link points at %q (%v), want %q", got, err, a)
+	got, err := os.ReadFile(link)
+	if err != nil || string(got) != a {
+		t.Fatalf("link holds %q (%v), want the contents of %q", got, err, a)
 	}
 	left, err := filepath.Glob(filepath.Join(dir, "*.tmp"))
 	if err != nil || len(left) != 0 {
 		t.Fatalf("temporary links left behind: %v %v", left, err)
+	}
+}
+
+// TestEnvtestBinariesSurviveTheSweep: a process started from envtest's
+// link is not one the cluster's sweep of leftovers takes for its own, while
+// one started from the build cache itself is.
+func TestEnvtestBinariesSurviveTheSweep(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatalf("no sleep binary: %v", err)
+	}
+	root := t.TempDir()
+	l := Layout{StateDir: filepath.Join(root, "state"), CacheDir: filepath.Join(root, "cache")}
+	built := filepath.Join(l.CacheDir, "bin", "kubernetes-test", "sleep")
+	envtest := filepath.Join(l.CacheDir, "envtest", "test", "sleep")
+	for _, d := range []string{filepath.Dir(built), filepath.Dir(envtest)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := copyExecutable(sleep, built); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceLink(built, envtest); err != nil {
+		t.Fatal(err)
+	}
+	start := func(path string) int {
+		cmd := exec.Command(path, "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	fromEnvtest, fromCache := start(envtest), start(built)
+	swept := map[int]bool{}
+	for _, pid := range l.LeftoverProcesses() {
+		swept[pid] = true
+	}
+	if swept[fromEnvtest] {
+		t.Errorf("the sweep would kill a process started from envtest's link (pid %d)", fromEnvtest)
+	}
+	if !swept[fromCache] {
+		t.Errorf("the sweep misses a process started from the build cache (pid %d)", fromCache)
 	}
 }
