@@ -196,15 +196,10 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 // changed since its add (a removal, say): etcd refuses a first start whose
 // --initial-cluster counts other members than it finds ("member count is
 // unequal").
-//
-// While another learner is about to be added beside them, joiners that have
-// no list yet keep waiting for it (see holdJoinerLists), so that all of them
-// are handed the same list and start together.
 func (r *Reconciler) handJoinersTheirList(ctx context.Context, s *scope) error {
-	hold := r.holdJoinerLists(s, s.etcd.list)
 	for _, m := range s.members {
 		em, listed := s.inEtcd(m)
-		if !listed || m.HasBooted() || em.Name != "" || hold && m.Pending() {
+		if !listed || m.HasBooted() || em.Name != "" {
 			continue
 		}
 		want := initialClusterFrom(s.etcd.list)
@@ -261,12 +256,10 @@ func (s *scope) startedLearner() (etcd.Member, bool) {
 }
 
 // unstartedMember is another member that etcd lists but that has not
-// started yet: etcd names a member only once it has joined. One that has not
-// been handed etcd's list (held back, see holdJoinerLists) has no Pod, so
-// no start of it can race the next add; it gets the list after that add.
+// started yet: etcd names a member only once it has joined.
 func (s *scope) unstartedMember(m *v1alpha1.EtcdMember) *v1alpha1.EtcdMember {
 	for _, o := range s.members {
-		if o.Name == m.Name || o.Pending() {
+		if o.Name == m.Name {
 			continue
 		}
 		if em, listed := s.inEtcd(o); listed && em.Name == "" {
@@ -363,12 +356,6 @@ func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.Etcd
 			}
 			return ctrl.Result{}, nil
 		}
-		// etcd allows fewer learners than the operator counted on (a
-		// member started with a lower --max-learners): a learner held for
-		// this add would wait for ever, so it gets its list now.
-		if err := r.handHeldJoiners(ctx, s); err != nil {
-			return ctrl.Result{}, err
-		}
 		s.setProgress(v1alpha1.ScalingUpReason, "etcd deferred adding %s: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
 	case etcd.IsUnhealthyCluster(err), etcd.IsUnavailable(err):
@@ -381,64 +368,8 @@ func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.Etcd
 	}
 	r.event(s.cluster, corev1.EventTypeNormal, "MemberAdded", "AddLearner",
 		"Added member %s to etcd as learner %s", m.Name, added.IDString())
-	if r.holdJoinerLists(s, after) {
-		// Nothing in Kubernetes changes until the next add: look again
-		// shortly.
-		s.setProgress(v1alpha1.ScalingUpReason, "added learner %s; adding the next learner before they start together", m.Name)
-		return ctrl.Result{RequeueAfter: requeueSoon}, nil
-	}
 	s.setProgress(v1alpha1.ScalingUpReason, "starting learner %s", m.Name)
 	return ctrl.Result{}, r.setInitialCluster(ctx, m, initialClusterFrom(after))
-}
-
-// holdJoinerLists: the learners in list that have not started are held
-// without etcd's member list, so that the learner the next pass adds beside
-// them starts together with them (quorum.HoldJoinerLists,
-// docs/design/0027). Any learner that has started, has booted, is leaving
-// or that no member accounts for ends the hold.
-func (r *Reconciler) holdJoinerLists(s *scope, list etcd.MemberList) bool {
-	var joiners []quorum.Joiner
-	for _, l := range list.Members {
-		if !l.IsLearner {
-			continue
-		}
-		m := r.memberOfListed(s, l)
-		if m == nil || l.Name != "" || m.HasBooted() {
-			return false
-		}
-		joiners = append(joiners, quorum.Joiner{Handed: !m.Pending(), Plain: m.Spec.Replaces == ""})
-	}
-	// Only a plain scale-up is held for: a replacement to add or a member
-	// leaving is work the held learners must not wait behind.
-	canAdd := s.versionRefused == nil && len(s.deleting) == 0 && s.pendingReplacement() == nil &&
-		len(r.notReadyMembers(s)) == 0
-	return quorum.HoldJoinerLists(joiners, len(s.counted()), s.desiredReplicas(), s.maxLearners(), canAdd)
-}
-
-// handHeldJoiners hands every joiner held without a list (holdJoinerLists)
-// etcd's member list, ending the hold for good: a member with a list is
-// never held again.
-func (r *Reconciler) handHeldJoiners(ctx context.Context, s *scope) error {
-	for _, m := range s.members {
-		if em, listed := s.inEtcd(m); listed && m.Pending() && em.Name == "" {
-			if err := r.setInitialCluster(ctx, m, initialClusterFrom(s.etcd.list)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// memberOfListed is the live (not leaving) member that accounts for a member
-// of an etcd list, by its latched ID or its recorded peer URL; the list may
-// be newer than the pass's view of etcd (the reply to an add).
-func (r *Reconciler) memberOfListed(s *scope, em etcd.Member) *v1alpha1.EtcdMember {
-	for _, m := range s.members {
-		if m.Status.MemberID == em.IDString() || m.Status.MemberID == "" && contains(em.PeerURLs, r.peerURL(m)) {
-			return m
-		}
-	}
-	return nil
 }
 
 // idleLearner is a member other than m that etcd lists as a learner whose

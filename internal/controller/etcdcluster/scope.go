@@ -403,12 +403,9 @@ func (s *scope) seed() *v1alpha1.EtcdMember {
 	return nil
 }
 
-// pendingMember is a member whose add to etcd is still to be made. One etcd
-// already lists is a joiner whose list is held back (holdJoinerLists), which
-// handJoinersTheirList hands out, never added again.
 func (s *scope) pendingMember() *v1alpha1.EtcdMember {
 	for _, m := range s.members {
-		if _, listed := s.inEtcd(m); m.Pending() && !listed {
+		if m.Pending() {
 			return m
 		}
 	}
