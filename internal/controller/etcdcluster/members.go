@@ -242,7 +242,15 @@ func (r *Reconciler) addBeforePromoting(s *scope) bool {
 		s.maint.decided && s.maint.decision.Action != maintenance.None
 	canAdd := s.versionRefused == nil && len(s.deleting) == 0 && s.pendingReplacement() == nil &&
 		s.outdatedCount() == 0 && !maint && len(r.notReadyMembers(s)) == 0
-	return quorum.AddBeforePromoting(started, len(s.counted()), s.desiredReplicas(), s.maxLearners(), canAdd)
+	// A member created for the next add and waiting for the learner's start
+	// is what the add is for: it is not counted as there yet.
+	counted := 0
+	for _, m := range s.counted() {
+		if _, listed := s.inEtcd(m); listed || !m.Pending() {
+			counted++
+		}
+	}
+	return quorum.AddBeforePromoting(started, counted, s.desiredReplicas(), s.maxLearners(), canAdd)
 }
 
 // leavingMember is a member on its way out whose removal the pass waits for.

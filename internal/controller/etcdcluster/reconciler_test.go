@@ -124,6 +124,9 @@ func TestScaleUp_AddsTheNextLearnerBeforePromotingAStartedOne(t *testing.T) {
 			first = m.Name
 		}
 	}
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(3), "the second member is created and waits for the first learner's start")
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
 	learner := h.startLearner(first)
 	h.reconcile()
 	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(2), "the second learner is added while the first is still a learner")
