@@ -146,10 +146,19 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if r.addBeforePromoting(s) {
 		// A plain scale-up's next add is the step, and etcd takes it
 		// now; after the promotion it would refuse it for 5 s.
+		var res ctrl.Result
+		var err error
 		if p := s.pendingMember(); p != nil {
-			return r.completeAdd(ctx, s, p)
+			res, err = r.completeAdd(ctx, s, p)
+		} else {
+			res, err = r.scaleUp(ctx, s)
 		}
-		return r.scaleUp(ctx, s)
+		if err != nil || !s.learnerSlotsFull {
+			return res, err
+		}
+		// etcd has fewer learner slots than its version gives (a member
+		// started with a lower --max-learners) and changed nothing:
+		// promote first, as on etcd 3.5.
 	}
 	if l, ok := s.startedLearner(); ok {
 		if res, promoted, err := r.promoteIfReady(ctx, s, l); promoted || err != nil {
@@ -393,6 +402,7 @@ func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.Etcd
 			}
 			return ctrl.Result{}, nil
 		}
+		s.learnerSlotsFull = true
 		s.setProgress(v1alpha1.ScalingUpReason, "etcd deferred adding %s: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
 	case etcd.IsUnhealthyCluster(err), etcd.IsUnavailable(err):

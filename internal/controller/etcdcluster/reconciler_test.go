@@ -135,6 +135,29 @@ func TestScaleUp_AddsTheNextLearnerBeforePromotingAStartedOne(t *testing.T) {
 	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}), "then the started learner is promoted")
 }
 
+// etcd with fewer learner slots than its version gives (a member started
+// with a lower --max-learners) refuses the add that would come first; the
+// started learner is then promoted in the same pass, or it never would be.
+func TestScaleUp_PromotesWhenEtcdRefusesTheLearnerThatWouldComeFirst(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.etcd.SetMaxLearners(1)
+	h.reconcile()
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(3))
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
+	first := ""
+	for _, m := range h.members() {
+		if m.Spec.PeerURL == h.etcd.AddedLearners[0][0] {
+			first = m.Name
+		}
+	}
+	learner := h.startLearner(first)
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1), "etcd took no second learner")
+	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}), "the started learner is promoted in the same pass")
+}
+
 // With one learner slot (etcd 3.5) a started learner is promoted first:
 // there is no room for the next add beside it.
 func TestScaleUp_PromotesFirstWithOneLearnerSlot(t *testing.T) {
