@@ -153,12 +153,13 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		} else {
 			res, err = r.scaleUp(ctx, s)
 		}
-		if err != nil || !s.learnerSlotsFull {
+		if err != nil || !s.addRefused {
 			return res, err
 		}
-		// etcd has fewer learner slots than its version gives (a member
-		// started with a lower --max-learners) and changed nothing:
-		// promote first, as on etcd 3.5.
+		// etcd refused the add and nothing changed: fewer learner slots
+		// than its version gives (a member started with a lower
+		// --max-learners), or its health window. The promotion must not
+		// wait on that: it goes first, as it did before, and as on 3.5.
 	}
 	if l, ok := s.startedLearner(); ok {
 		if res, promoted, err := r.promoteIfReady(ctx, s, l); promoted || err != nil {
@@ -402,12 +403,13 @@ func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.Etcd
 			}
 			return ctrl.Result{}, nil
 		}
-		s.learnerSlotsFull = true
+		s.addRefused = true
 		s.setProgress(v1alpha1.ScalingUpReason, "etcd deferred adding %s: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
 	case etcd.IsUnhealthyCluster(err), etcd.IsUnavailable(err):
 		// etcd wants every voter connected for a while after a change,
 		// or did not answer; the plan is still right, so try again soon.
+		s.addRefused = true
 		s.setProgress(v1alpha1.ScalingUpReason, "etcd deferred adding %s: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
 	case err != nil:

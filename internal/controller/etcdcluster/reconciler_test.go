@@ -158,6 +158,28 @@ func TestScaleUp_PromotesWhenEtcdRefusesTheLearnerThatWouldComeFirst(t *testing.
 	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}), "the started learner is promoted in the same pass")
 }
 
+// An add that was to come first and that etcd refuses for the moment (its
+// health window, or no answer) does not hold up the promotion either.
+func TestScaleUp_PromotesWhenTheAddThatWouldComeFirstIsDeferred(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.etcd.SetMaxLearners(2)
+	h.reconcile()
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
+	first := ""
+	for _, m := range h.members() {
+		if m.Spec.PeerURL == h.etcd.AddedLearners[0][0] {
+			first = m.Name
+		}
+	}
+	learner := h.startLearner(first)
+	h.etcd.FailNext(etcd.OpMemberAddAsLearner, etcdfake.ErrUnreachable)
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1), "etcd deferred the second learner")
+	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}), "the started learner is promoted in the same pass")
+}
+
 // With one learner slot (etcd 3.5) a started learner is promoted first:
 // there is no room for the next add beside it.
 func TestScaleUp_PromotesFirstWithOneLearnerSlot(t *testing.T) {

@@ -66,9 +66,9 @@ type scope struct {
 	phaseErrs []error
 	// promoteTried: the pass asked etcd to promote a learner already.
 	promoteTried bool
-	// learnerSlotsFull: etcd refused this pass's add for too many learners
-	// and nothing was done about it; see addBeforePromoting.
-	learnerSlotsFull bool
+	// addRefused: etcd refused this pass's add (too many learners, or its
+	// health window) and nothing changed; see addBeforePromoting.
+	addRefused bool
 	// versionRefused is set when the target version breaks etcd's upgrade
 	// rules for the versions the members are on.
 	versionRefused *etcdversion.Refusal
