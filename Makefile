@@ -295,9 +295,14 @@ demo: $(LOCALCLUSTER) build ## From a fresh clone to a healthy 3-member etcd clu
 
 ##@ Measure
 
+# How long make bench watches an idle 3-member cluster for API writes, and
+# how many times it bootstraps and scales.
+BENCH_IDLE ?= 5m
+BENCH_RUNS ?= 3
+
 .PHONY: bench
-bench: ## Time apply->Ready (1 and 3 members), 3->5, and count idle API writes (needs cluster-up NODES=3 and deploy).
-	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench
+bench: ## Time apply->Ready (1 and 3 members) and 3->5 BENCH_RUNS times with a timeline of each wait, and count idle API writes for BENCH_IDLE (needs cluster-up NODES=3 and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -runs $(BENCH_RUNS) -idle $(BENCH_IDLE)
 
 .PHONY: bench-selfheal
 bench-selfheal: ## Time fault -> healed for a wiped seed, a corrupt member and a lost Memory Pod (needs cluster-up NODES=3 and deploy).

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +35,7 @@ func main() {
 	ones := flag.Int("scale-ones", 0, "create this many one-member clusters (and -scale-threes three-member ones) and report the operator's cost")
 	threes := flag.Int("scale-threes", 0, "three-member clusters for -scale-ones")
 	nospace := flag.Bool("nospace", false, "time NOSPACE alarm -> writable (256 MiB quota) instead")
-	runs := flag.Int("runs", 3, "how many times -nospace fills the cluster, or -ca-rotation rotates")
+	runs := flag.Int("runs", 3, "how many times the bench bootstraps and scales, -nospace fills the cluster, or -ca-rotation rotates")
 	carot := flag.Bool("ca-rotation", false, "time -runs requested CA rotations of a 3-member TLS cluster under a writer instead")
 	starve := flag.Int("starve", 0, "with -scale-ones, also time spec edits with this many three-member clusters out of the operator's reach")
 	flag.Parse()
@@ -81,27 +82,16 @@ func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nosp
 		return scale(ctx, env, c, ns, ones, threes, idle, starve)
 	}
 
-	one, err := timeToReady(ctx, c, ns, "one", 1)
-	if err != nil {
-		return err
-	}
-	three, err := timeToReady(ctx, c, ns, "three", 3)
-	if err != nil {
-		return err
-	}
-	scaleStart := time.Now()
-	if err := setReplicas(ctx, c, ns, "three", 5); err != nil {
-		return err
-	}
-	if _, err := framework.WaitForClusterReady(ctx, c, ns, "three", 10*time.Minute); err != nil {
-		return err
-	}
-	scale := time.Since(scaleStart)
-	if err := setReplicas(ctx, c, ns, "three", 3); err != nil {
-		return err
-	}
-	if _, err := framework.WaitForClusterReady(ctx, c, ns, "three", 10*time.Minute); err != nil {
-		return err
+	var oneTimes, threeTimes, scaleTimes []time.Duration
+	for i := 1; i <= runs; i++ {
+		fmt.Printf("\n=== run %d of %d\n", i, runs)
+		one, three, scaled, err := bootstrapAndScale(ctx, env, c, ns, i, i == runs)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("run %d: apply -> Ready, 1 member %.1fs; 3 members %.1fs; scale 3 -> 5 -> Ready %.1fs\n",
+			i, one.Seconds(), three.Seconds(), scaled.Seconds())
+		oneTimes, threeTimes, scaleTimes = append(oneTimes, one), append(threeTimes, three), append(scaleTimes, scaled)
 	}
 	// Let the last scale-down's stragglers (Events, status) settle first.
 	time.Sleep(10 * time.Second)
@@ -113,9 +103,9 @@ func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nosp
 		return err
 	}
 	fmt.Println()
-	fmt.Printf("apply -> Ready, 1 member:   %6.1fs\n", one.Seconds())
-	fmt.Printf("apply -> Ready, 3 members:  %6.1fs\n", three.Seconds())
-	fmt.Printf("scale 3 -> 5 -> Ready:      %6.1fs\n", scale.Seconds())
+	fmt.Printf("apply -> Ready, 1 member:   %s\n", figures(oneTimes))
+	fmt.Printf("apply -> Ready, 3 members:  %s\n", figures(threeTimes))
+	fmt.Printf("scale 3 -> 5 -> Ready:      %s\n", figures(scaleTimes))
 	fmt.Printf("operator API writes while a 3-member cluster idled %s:\n", idle)
 	if len(writes) == 0 {
 		fmt.Println("  none")
@@ -129,6 +119,70 @@ func run(idle time.Duration, heal, roll bool, lost int32, ones, threes int, nosp
 		fmt.Printf("  %-60s %d\n", k, writes[k])
 	}
 	return nil
+}
+
+// bootstrapAndScale times one run: a 1-member cluster, a 3-member one and
+// its scale to 5 (then back to 3), printing the timeline of the 3-member
+// bootstrap and of the scale. Unless it is the last run, whose 3-member
+// cluster is watched idle afterwards, it deletes both clusters and waits
+// for their Pods to go, so runs do not share nodes with the one before.
+func bootstrapAndScale(ctx context.Context, env *framework.Env, c client.Client, ns string, run int, last bool) (one, three, scaled time.Duration, err error) {
+	oneName, threeName := fmt.Sprintf("one-%d", run), fmt.Sprintf("three-%d", run)
+	if one, err = timeToReady(ctx, c, ns, oneName, 1); err != nil {
+		return
+	}
+	start := time.Now()
+	tl := watchProgress(ctx, c, ns, threeName, start)
+	three, err = timeToReady(ctx, c, ns, threeName, 3)
+	tl.finish(ctx, c, ns, threeName, fmt.Sprintf("run %d, apply -> Ready, 3 members", run))
+	if err != nil {
+		return
+	}
+	start = time.Now()
+	tl = watchProgress(ctx, c, ns, threeName, start)
+	if err = setReplicas(ctx, c, ns, threeName, 5); err != nil {
+		return
+	}
+	_, err = framework.WaitForClusterReady(ctx, c, ns, threeName, 10*time.Minute)
+	scaled = time.Since(start)
+	tl.finish(ctx, c, ns, threeName, fmt.Sprintf("run %d, scale 3 -> 5 -> Ready", run))
+	if err != nil {
+		return
+	}
+	if err = setReplicas(ctx, c, ns, threeName, 3); err != nil {
+		return
+	}
+	if _, err = framework.WaitForClusterReady(ctx, c, ns, threeName, 10*time.Minute); err != nil || last {
+		return
+	}
+	for _, n := range []string{oneName, threeName} {
+		if err = c.Delete(ctx, &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}}); err != nil {
+			return
+		}
+	}
+	err = framework.WaitFor(ctx, 5*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return len(pods.Items) == 0, nil
+	})
+	return
+}
+
+// figures renders each run's duration and the median.
+func figures(ds []time.Duration) string {
+	parts := make([]string, 0, len(ds))
+	for _, d := range ds {
+		parts = append(parts, fmt.Sprintf("%6.1fs", d.Seconds()))
+	}
+	sorted := append([]time.Duration{}, ds...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	med := 0.0
+	if len(sorted) > 0 {
+		med = sorted[len(sorted)/2].Seconds()
+	}
+	return fmt.Sprintf("%s  (median %.1fs)", strings.Join(parts, " "), med)
 }
 
 func timeToReady(ctx context.Context, c client.Client, ns, name string, replicas int32) (time.Duration, error) {

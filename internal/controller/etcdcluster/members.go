@@ -14,6 +14,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
+	"github.com/quorumctl/etcd-operator/internal/maintenance"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
@@ -142,6 +143,24 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		s.setProgress(v1alpha1.ScalingDownReason, "waiting for member %s to leave etcd", d.Name)
 		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
 	}
+	if r.addBeforePromoting(s) {
+		// A plain scale-up's next add is the step, and etcd takes it
+		// now; after the promotion it would refuse it for 5 s.
+		var res ctrl.Result
+		var err error
+		if p := s.pendingMember(); p != nil {
+			res, err = r.completeAdd(ctx, s, p)
+		} else {
+			res, err = r.scaleUp(ctx, s)
+		}
+		if err != nil || !s.addRefused {
+			return res, err
+		}
+		// etcd refused the add and nothing changed: fewer learner slots
+		// than its version gives (a member started with a lower
+		// --max-learners), or its health window. The promotion must not
+		// wait on that: it goes first, as it did before, and as on 3.5.
+	}
 	if l, ok := s.startedLearner(); ok {
 		if res, promoted, err := r.promoteIfReady(ctx, s, l); promoted || err != nil {
 			return res, err
@@ -214,6 +233,34 @@ func (r *Reconciler) handJoinersTheirList(ctx context.Context, s *scope) error {
 		}
 	}
 	return nil
+}
+
+// addBeforePromoting: a plain scale-up adds its next learner before the
+// started learners are promoted (quorum.AddBeforePromoting,
+// docs/design/0027). Only when nothing else is under way: no member
+// leaving, no replacement to add, no rollout due, no maintenance under way
+// or due, the version accepted, every member that holds data ready, and
+// every learner started and accounted for by a member.
+func (r *Reconciler) addBeforePromoting(s *scope) bool {
+	learners := s.etcd.learners()
+	started := make([]bool, 0, len(learners))
+	for _, l := range learners {
+		m := r.memberFor(s, l)
+		started = append(started, m != nil && l.Name != "" && !isDeleting(s.deleting, m.Name))
+	}
+	maint := s.maint.running != nil || s.maint.finished || s.maint.interrupted != "" ||
+		s.maint.decided && s.maint.decision.Action != maintenance.None
+	canAdd := s.versionRefused == nil && len(s.deleting) == 0 && s.pendingReplacement() == nil &&
+		s.outdatedCount() == 0 && !maint && len(r.notReadyMembers(s)) == 0
+	// A member created for the next add and waiting for the learner's start
+	// is what the add is for: it is not counted as there yet.
+	counted := 0
+	for _, m := range s.counted() {
+		if _, listed := s.inEtcd(m); listed || !m.Pending() {
+			counted++
+		}
+	}
+	return quorum.AddBeforePromoting(started, counted, s.desiredReplicas(), s.maxLearners(), canAdd)
 }
 
 // leavingMember is a member on its way out whose removal the pass waits for.
@@ -356,11 +403,13 @@ func (r *Reconciler) completeAdd(ctx context.Context, s *scope, m *v1alpha1.Etcd
 			}
 			return ctrl.Result{}, nil
 		}
+		s.addRefused = true
 		s.setProgress(v1alpha1.ScalingUpReason, "etcd deferred adding %s: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
 	case etcd.IsUnhealthyCluster(err), etcd.IsUnavailable(err):
 		// etcd wants every voter connected for a while after a change,
 		// or did not answer; the plan is still right, so try again soon.
+		s.addRefused = true
 		s.setProgress(v1alpha1.ScalingUpReason, "etcd deferred adding %s: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, nil
 	case err != nil:

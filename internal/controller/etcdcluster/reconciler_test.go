@@ -109,6 +109,100 @@ func TestScaleUp_LearnersJoinSideBySideFromEtcd36(t *testing.T) {
 	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(2), "never more than the target")
 }
 
+// A started learner is promoted only after the next learner is added: after
+// a promotion etcd refuses an add for 5 s, before it takes it at once
+// (docs/design/0027).
+func TestScaleUp_AddsTheNextLearnerBeforePromotingAStartedOne(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.etcd.SetMaxLearners(2)
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
+	first := ""
+	for _, m := range h.members() {
+		if m.Spec.PeerURL == h.etcd.AddedLearners[0][0] {
+			first = m.Name
+		}
+	}
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(3), "the second member is created and waits for the first learner's start")
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
+	learner := h.startLearner(first)
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(2), "the second learner is added while the first is still a learner")
+	h.g.Expect(h.etcd.Promoted).To(BeEmpty(), "the promotion comes after the add")
+	h.reconcile()
+	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}), "then the started learner is promoted")
+}
+
+// etcd with fewer learner slots than its version gives (a member started
+// with a lower --max-learners) refuses the add that would come first; the
+// started learner is then promoted in the same pass, or it never would be.
+func TestScaleUp_PromotesWhenEtcdRefusesTheLearnerThatWouldComeFirst(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.etcd.SetMaxLearners(1)
+	h.reconcile()
+	h.reconcile()
+	h.g.Expect(h.members()).To(HaveLen(3))
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
+	first := ""
+	for _, m := range h.members() {
+		if m.Spec.PeerURL == h.etcd.AddedLearners[0][0] {
+			first = m.Name
+		}
+	}
+	learner := h.startLearner(first)
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1), "etcd took no second learner")
+	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}), "the started learner is promoted in the same pass")
+}
+
+// An add that was to come first and that etcd refuses for the moment (its
+// health window, or no answer) does not hold up the promotion either.
+func TestScaleUp_PromotesWhenTheAddThatWouldComeFirstIsDeferred(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.etcd.SetMaxLearners(2)
+	h.reconcile()
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
+	first := ""
+	for _, m := range h.members() {
+		if m.Spec.PeerURL == h.etcd.AddedLearners[0][0] {
+			first = m.Name
+		}
+	}
+	learner := h.startLearner(first)
+	h.etcd.FailNext(etcd.OpMemberAddAsLearner, etcdfake.ErrUnreachable)
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1), "etcd deferred the second learner")
+	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}), "the started learner is promoted in the same pass")
+}
+
+// With one learner slot (etcd 3.5) a started learner is promoted first:
+// there is no room for the next add beside it.
+func TestScaleUp_PromotesFirstWithOneLearnerSlot(t *testing.T) {
+	h := newHarness(t)
+	h.formed(3, "demo-a")
+	h.reconcile()
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
+	first := ""
+	for _, m := range h.members() {
+		if m.Spec.PeerURL == h.etcd.AddedLearners[0][0] {
+			first = m.Name
+		}
+	}
+	h.etcd.SetMaxLearners(1)
+	learner := h.startLearner(first)
+	a := h.member("demo-a")
+	a.Spec.Version = "3.5.35"
+	h.g.Expect(h.c.Update(context.Background(), a)).To(Succeed())
+	h.reconcile()
+	h.g.Expect(h.etcd.Promoted).To(Equal([]uint64{learner.ID}))
+	h.g.Expect(h.etcd.AddedLearners).To(HaveLen(1))
+}
+
 func TestScaleUp_OneLearnerAtATimeOnEtcd35(t *testing.T) {
 	h := newHarness(t)
 	h.formed(3, "demo-a")

@@ -16,8 +16,9 @@ import (
 
 // scaleUp adds one member: it creates the EtcdMember, adds it to etcd as a
 // learner and hands it etcd's member list, all in this pass when nothing
-// interrupts. Every member must be ready first, so at most one learner ever
-// catches up at a time.
+// interrupts. Every member that holds data must be ready first; a learner
+// that has started and is ready counts, so from etcd 3.6 a second learner
+// may join beside one that still learns (see addBeforePromoting).
 func (r *Reconciler) scaleUp(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.versionRefused != nil {
 		s.setProgress(v1alpha1.VersionChangeRefusedReason, "no member is added on a refused version: %s", s.versionRefused.Message)

@@ -66,6 +66,9 @@ type scope struct {
 	phaseErrs []error
 	// promoteTried: the pass asked etcd to promote a learner already.
 	promoteTried bool
+	// addRefused: etcd refused this pass's add (too many learners, or its
+	// health window) and nothing changed; see addBeforePromoting.
+	addRefused bool
 	// versionRefused is set when the target version breaks etcd's upgrade
 	// rules for the versions the members are on.
 	versionRefused *etcdversion.Refusal
