@@ -11,10 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
-	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
-	"github.com/quorumctl/etcd-operator/internal/etcdversion"
-	"github.com/quorumctl/etcd-operator/internal/maintenance"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
@@ -233,34 +230,6 @@ func (r *Reconciler) handJoinersTheirList(ctx context.Context, s *scope) error {
 		}
 	}
 	return nil
-}
-
-// addBeforePromoting: a plain scale-up adds its next learner before the
-// started learners are promoted (quorum.AddBeforePromoting,
-// docs/design/0027). Only when nothing else is under way: no member
-// leaving, no replacement to add, no rollout due, no maintenance under way
-// or due, the version accepted, every member that holds data ready, and
-// every learner started and accounted for by a member.
-func (r *Reconciler) addBeforePromoting(s *scope) bool {
-	learners := s.etcd.learners()
-	started := make([]bool, 0, len(learners))
-	for _, l := range learners {
-		m := r.memberFor(s, l)
-		started = append(started, m != nil && l.Name != "" && !isDeleting(s.deleting, m.Name))
-	}
-	maint := s.maint.running != nil || s.maint.finished || s.maint.interrupted != "" ||
-		s.maint.decided && s.maint.decision.Action != maintenance.None
-	canAdd := s.versionRefused == nil && len(s.deleting) == 0 && s.pendingReplacement() == nil &&
-		s.outdatedCount() == 0 && !maint && len(r.notReadyMembers(s)) == 0
-	// A member created for the next add and waiting for the learner's start
-	// is what the add is for: it is not counted as there yet.
-	counted := 0
-	for _, m := range s.counted() {
-		if _, listed := s.inEtcd(m); listed || !m.Pending() {
-			counted++
-		}
-	}
-	return quorum.AddBeforePromoting(started, counted, s.desiredReplicas(), s.maxLearners(), canAdd)
 }
 
 // leavingMember is a member on its way out whose removal the pass waits for.
@@ -483,17 +452,6 @@ func (r *Reconciler) promoteIfReady(ctx context.Context, s *scope, learner etcd.
 	}
 	s.promoteTried = true
 	return r.promoteStep(ctx, s, learner)
-}
-
-// maxLearners is how many learners etcd lets join at once: 2 from etcd 3.6
-// on (the operator sets --max-learners), 1 while any member runs 3.5.
-func (s *scope) maxLearners() int {
-	for _, m := range s.counted() {
-		if v, err := etcdversion.Parse(m.Spec.Version); err != nil || v.Minor < 6 {
-			return 1
-		}
-	}
-	return pod.MaxLearners
 }
 
 func (r *Reconciler) promote(ctx context.Context, s *scope, learner etcd.Member) (ctrl.Result, error) {
