@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,62 +14,6 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 )
-
-// outageWriter puts one key every period through the client Service over
-// TLS, each write tried once, and keeps the longest stretch between two
-// acknowledged writes: the write outage a client without retries sees.
-type outageWriter struct {
-	mu       sync.Mutex
-	writes   int
-	failures int
-	longest  time.Duration
-	lastOK   time.Time
-	stop     chan struct{}
-	done     chan struct{}
-}
-
-func startOutageWriter(cfg *tls.Config, endpoint string, period time.Duration) (*outageWriter, error) {
-	cli, err := framework.EtcdTLSClient(cfg, endpoint)
-	if err != nil {
-		return nil, err
-	}
-	w := &outageWriter{stop: make(chan struct{}), done: make(chan struct{}), lastOK: time.Now()}
-	go func() {
-		defer close(w.done)
-		defer cli.Close()
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := cli.Put(ctx, fmt.Sprintf("bench/ca-rotation/%d", i%100), fmt.Sprint(i))
-			cancel()
-			now := time.Now()
-			w.mu.Lock()
-			w.writes++
-			if err != nil {
-				w.failures++
-			} else {
-				w.longest = max(w.longest, now.Sub(w.lastOK))
-				w.lastOK = now
-			}
-			w.mu.Unlock()
-		}
-	}()
-	return w, nil
-}
-
-func (w *outageWriter) finish() (writes, failures int, longest time.Duration) {
-	close(w.stop)
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.writes, w.failures, max(w.longest, time.Since(w.lastOK))
-}
 
 // caRotations times runs requested CA rotations of a 3-member cluster with
 // operator-managed TLS (peer and mutual client) under a writer at 20
@@ -101,10 +43,12 @@ func caRotations(ctx context.Context, env *framework.Env, c client.Client, ns st
 		return err
 	}
 	for run := 1; run <= runs; run++ {
-		w, err := startOutageWriter(follow, framework.HTTPS([]string{svc})[0], 50*time.Millisecond)
+		cli, err := framework.EtcdTLSClient(follow, framework.HTTPS([]string{svc})[0])
 		if err != nil {
 			return err
 		}
+		w := startWriter(func(ctx context.Context, k, v string) error { _, err := cli.Put(ctx, k, v); return err },
+			cli.Close, "bench/ca-rotation", 50*time.Millisecond, time.Second)
 		request := fmt.Sprintf("bench-%d-%d", time.Now().Unix(), run)
 		live := &v1alpha1.EtcdCluster{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, live); err != nil {
@@ -150,9 +94,9 @@ func caRotations(ctx context.Context, env *framework.Env, c client.Client, ns st
 			return fmt.Errorf("rotation %d: %w (passes so far: %s)", run, err, strings.Join(passes, ", "))
 		}
 		took := time.Since(began)
-		writes, failures, longest := w.finish()
+		res := w.finish()
 		fmt.Printf("CA rotation %d: %6.1f s; longest write outage %.2f s; %d of %d writes failed at 20/s; passes: %s\n",
-			run, took.Seconds(), longest.Seconds(), failures, writes, strings.Join(passes, ", "))
+			run, took.Seconds(), res.longest.Seconds(), res.failures, res.writes, strings.Join(passes, ", "))
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,68 +15,6 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 )
-
-// writer puts one key every period through the client Service and records
-// how long writes kept failing, summed over every failing stretch.
-type writer struct {
-	mu       sync.Mutex
-	failing  time.Duration
-	failedAt time.Time
-	writes   int
-	failures int
-	stop     chan struct{}
-	done     chan struct{}
-}
-
-func startWriter(endpoint string, period time.Duration) (*writer, error) {
-	cli, err := framework.EtcdClient(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	w := &writer{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		defer cli.Close()
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), period*5)
-			_, err := cli.Put(ctx, fmt.Sprintf("bench/rollout/%d", i), "v")
-			cancel()
-			now := time.Now()
-			w.mu.Lock()
-			w.writes++
-			switch {
-			case err != nil && w.failedAt.IsZero():
-				w.failures++
-				w.failedAt = now
-			case err != nil:
-				w.failures++
-			case !w.failedAt.IsZero():
-				w.failing += now.Sub(w.failedAt)
-				w.failedAt = time.Time{}
-			}
-			w.mu.Unlock()
-		}
-	}()
-	return w, nil
-}
-
-func (w *writer) finish() (writes, failures int, failing time.Duration) {
-	close(w.stop)
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.failedAt.IsZero() {
-		w.failing += time.Since(w.failedAt)
-	}
-	return w.writes, w.failures, w.failing
-}
 
 // rollouts times two rollouts of a 3-member cluster on volumes under a
 // writer at 20 writes/s: a restart of every member for a template change
@@ -110,10 +47,12 @@ func rollouts(ctx context.Context, env *framework.Env, c client.Client, ns strin
 		{"minor upgrade 3.6.16 -> 3.7.3", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.7.3" }},
 	}
 	for _, step := range steps {
-		w, err := startWriter(svc, 50*time.Millisecond)
+		cli, err := framework.EtcdClient(svc)
 		if err != nil {
 			return err
 		}
+		w := startWriter(func(ctx context.Context, k, v string) error { _, err := cli.Put(ctx, k, v); return err },
+			cli.Close, "bench/rollout", 50*time.Millisecond, 250*time.Millisecond)
 		live := &v1alpha1.EtcdCluster{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "roll"}, live); err != nil {
 			return err
@@ -128,9 +67,9 @@ func rollouts(ctx context.Context, env *framework.Env, c client.Client, ns strin
 			return err
 		}
 		took := time.Since(began)
-		writes, failures, failing := w.finish()
+		res := w.finish()
 		fmt.Printf("%-66s rolled in %6.1f s; writes failed for %.1f s in all (%d of %d writes at 20/s)\n",
-			step.what, took.Seconds(), failing.Seconds(), failures, writes)
+			step.what, took.Seconds(), res.failing.Seconds(), res.failures, res.writes)
 	}
 	return nil
 }
