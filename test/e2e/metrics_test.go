@@ -141,6 +141,13 @@ func TestPrometheusScrapesOperatorAndMembers(t *testing.T) {
 		if !anyUp(targets) {
 			return false, fmt.Errorf("no operator target is up: %+v", targets)
 		}
+		// A scrape from before Ready can show three ready Pods while the
+		// last learner awaits its promotion (a scale-up adds the next
+		// learner before promoting the last): wait for one that shows the
+		// settled cluster.
+		if ok, err := queryEquals(ctx, prom, `etcd_operator_cluster_voting_members{`+opSel+`}`, 3); !ok || err != nil {
+			return ok, err
+		}
 		return queryEquals(ctx, prom, `etcd_operator_cluster_ready_members{`+opSel+`}`, 3)
 	})).To(Succeed())
 	t.Logf("operator scraped (%s after Ready)", time.Since(ready).Round(time.Millisecond))
@@ -225,6 +232,13 @@ func TestPrometheusScrapesOperatorAndMembers(t *testing.T) {
 			if tg.Labels["member"] == victim {
 				return false, fmt.Errorf("the replaced member %s is still a target", victim)
 			}
+		}
+		// A scrape from before Ready can show three ready Pods while the
+		// last learner awaits its promotion (a scale-up adds the next
+		// learner before promoting the last): wait for one that shows the
+		// settled cluster.
+		if ok, err := queryEquals(ctx, prom, `etcd_operator_cluster_voting_members{`+opSel+`}`, 3); !ok || err != nil {
+			return ok, err
 		}
 		return queryEquals(ctx, prom, `etcd_operator_cluster_ready_members{`+opSel+`}`, 3)
 	})).To(Succeed())
