@@ -250,3 +250,21 @@ func templateAndTLSHash(m *v1alpha1.EtcdMember) string {
 	_, _ = h.Write(data)
 	return fmt.Sprintf("%016x", h.Sum64())
 }
+
+// A Pod's peer side is read back from the flags it was built with, one
+// pass of turning TLS on apart from the next.
+func TestPeerTLSOf(t *testing.T) {
+	g := NewWithT(t)
+	for _, tc := range []struct {
+		name              string
+		m                 *v1alpha1.EtcdMember
+		certs, httpsPeers bool
+	}{
+		{"plaintext", newMember(withTLS("http://"+host+":2380", "http://"+host+":2379", nil)), false, false},
+		{"both schemes", newMember(withTLS("http://"+host+":2380", "http://"+host+":2379", memberTLS(true))), true, false},
+		{"TLS", newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true))), true, true},
+	} {
+		c, h := pod.PeerTLSOf(pod.Build(newParams(tc.m)))
+		g.Expect([]bool{c, h}).To(Equal([]bool{tc.certs, tc.httpsPeers}), tc.name)
+	}
+}
