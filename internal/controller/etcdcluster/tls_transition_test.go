@@ -13,6 +13,8 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
+	etcdfake "github.com/quorumctl/etcd-operator/internal/etcd/fake"
 	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	tt "github.com/quorumctl/etcd-operator/internal/tlstransition"
 )
@@ -222,4 +224,36 @@ func ptrs(ms []v1alpha1.EtcdMember) []*v1alpha1.EtcdMember {
 		out[i] = &ms[i]
 	}
 	return out
+}
+
+// A step etcd refuses is the pass's error like any phase's: it is reported,
+// taken again on the next pass, and the phases after it still run (here the
+// Services, one of which went missing).
+func TestTLSTransition_AFailedStepStopsNothingElse(t *testing.T) {
+	h, names := plainToTLS(t)
+	h.walk(names, func() bool { t := h.transition(); return t != nil && t.ClientsHTTPS })
+	h.dialledOverHTTPS()
+	h.annotate(v1alpha1.ReleasePlaintextAnnotation, "now")
+	var moved string
+	for i := 0; i < 10 && moved == ""; i++ {
+		h.reconcile()
+		for _, n := range names {
+			if tt.SpecPass(h.member(n)) == tt.TLS {
+				moved = n
+			}
+		}
+	}
+	h.g.Expect(moved).NotTo(BeEmpty())
+	h.buildPod(moved, true)
+	h.etcd.FailNext(etcd.OpMemberUpdate, etcdfake.ErrUnreachable)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClientServiceName(testName), Namespace: testNS}}
+	h.g.Expect(h.c.Delete(context.Background(), svc)).To(Succeed())
+
+	h.reconcile()
+	h.g.Expect(h.peerURLInEtcd(moved)).To(HavePrefix("http://"), "etcd refused the move")
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Message).To(ContainSubstring("failed to move the peer URL of member " + moved))
+	h.g.Expect(h.c.Get(context.Background(), client.ObjectKeyFromObject(svc), svc)).To(Succeed(), "the Services phase ran after the failed step")
+
+	h.reconcile()
+	h.g.Expect(h.peerURLInEtcd(moved)).To(HavePrefix("https://"), "taken again on the next pass")
 }
