@@ -16,7 +16,7 @@ const DefaultEtcdVersion = "3.6.16"
 // +kubebuilder:validation:XValidation:rule="!has(self.version) || !has(oldSelf.version) || (self.version.split('.')[0] == oldSelf.version.split('.')[0] && int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1 && int(oldSelf.version.split('.')[1]) - int(self.version.split('.')[1]) <= 1)",message="spec.version may change by one minor release at a time (3.5 to 3.6, then 3.6 to 3.7): etcd supports neither upgrades nor downgrades that skip a minor"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.replicas) && self.replicas == 0)",message="a Memory cluster cannot be paused (replicas: 0): its data lives only in the members' memory and would be lost"
 // +kubebuilder:validation:XValidation:rule="!(has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory' && has(self.disasterRecovery) && has(self.disasterRecovery.automatic) && self.disasterRecovery.automatic == 'FromSurvivor')",message="disasterRecovery.automatic FromSurvivor is not possible for a Memory cluster: a survivor's data does not outlive the restart recovery needs; use FromSnapshot"
-// +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls) && (!has(self.tls) || self.tls == oldSelf.tls)",message="spec.tls cannot be changed on an existing cluster: turning TLS on or off, or changing its sources, is not supported yet"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.tls) || (has(self.tls) && self.tls == oldSelf.tls)",message="spec.tls cannot be changed on an existing cluster once set: turning TLS off is refused (it would take authentication away from peers and clients; restore a snapshot into a new plaintext cluster instead), and changing its sources is not supported yet. Turning TLS on is allowed"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.auth) || !has(oldSelf.auth.enabled) || !oldSelf.auth.enabled || (has(self.auth) && has(self.auth.enabled) && self.auth.enabled)",message="spec.auth.enabled cannot be turned off once it is on: the operator does not turn etcd's authentication off"
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation"
 type EtcdClusterSpec struct {
@@ -72,8 +72,10 @@ type EtcdClusterSpec struct {
 	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
 
 	// TLS turns on TLS between members and on the client port; tls: {}
-	// means operator-managed certificates with mutual client TLS. It is set
-	// when the cluster is created and cannot be changed afterwards.
+	// means operator-managed certificates with mutual client TLS. Added to
+	// a running cluster it is turned on in two passes of restarts, one
+	// member at a time (status.tls.transition); once set it cannot be
+	// changed or removed.
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
 

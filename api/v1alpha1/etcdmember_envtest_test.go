@@ -59,26 +59,32 @@ func TestMemberIdentityIsImmutable(t *testing.T) {
 		{"mark a seed", func(m *v1alpha1.EtcdMember) { m.Spec.Bootstrap = false }, func(m *v1alpha1.EtcdMember) { m.Spec.Bootstrap = true },
 			"spec.bootstrap cannot be changed: it records which member formed the cluster"},
 		{"redirect the peer URL", nil, func(m *v1alpha1.EtcdMember) { m.Spec.PeerURL = "https://attacker.example:2380" },
-			"spec.peerURL cannot be changed once set: it is the member's address in etcd's membership"},
+			"spec.peerURL cannot be changed once set"},
 		{"drop the peer URL", nil, func(m *v1alpha1.EtcdMember) { m.Spec.PeerURL = "" },
-			"spec.peerURL cannot be changed once set: it is the member's address in etcd's membership"},
+			"spec.peerURL cannot be changed once set"},
 		{"redirect the client URL", nil, func(m *v1alpha1.EtcdMember) { m.Spec.ClientURL = "http://attacker.example:2379" },
-			"spec.clientURL cannot be changed once set: the operator and snapshot Jobs dial the member there"},
+			"spec.clientURL cannot be changed once set"},
 		{"drop the client URL", nil, func(m *v1alpha1.EtcdMember) { m.Spec.ClientURL = "" },
-			"spec.clientURL cannot be changed once set: the operator and snapshot Jobs dial the member there"},
+			"spec.clientURL cannot be changed once set"},
 		{"replace another member", nil, func(m *v1alpha1.EtcdMember) { m.Spec.Replaces = "c-healthy" },
 			"spec.replaces cannot be changed: it names the member this one was created to replace"},
 		{"name a member to replace later", func(m *v1alpha1.EtcdMember) { m.Spec.Replaces = "" }, func(m *v1alpha1.EtcdMember) { m.Spec.Replaces = "c-healthy" },
 			"spec.replaces cannot be changed: it names the member this one was created to replace"},
 		{"turn TLS off", nil, func(m *v1alpha1.EtcdMember) { m.Spec.TLS = nil },
-			"spec.tls can change only in its trust bundles"},
+			"spec.tls can only gain sides or change its trust bundles"},
+		{"drop a side", nil, func(m *v1alpha1.EtcdMember) { m.Spec.TLS.Client = nil },
+			"spec.tls can only gain sides or change its trust bundles"},
 		{"drop client certificate checks", nil, func(m *v1alpha1.EtcdMember) { m.Spec.TLS.Client.ClientCertAuth = false },
-			"spec.tls can change only in its trust bundles"},
-		{"turn TLS on", func(m *v1alpha1.EtcdMember) { m.Spec.TLS = nil },
-			func(m *v1alpha1.EtcdMember) {
-				m.Spec.TLS = &v1alpha1.MemberTLS{Peer: &v1alpha1.MemberTLSEndpoint{TrustBundle: "x"}}
-			},
-			"spec.tls can change only in its trust bundles"},
+			"spec.tls can only gain sides or change its trust bundles"},
+		{"move the peer URL to https elsewhere", func(m *v1alpha1.EtcdMember) { m.Spec.PeerURL = "http://" + m.Name + ".c.default.svc:2380" },
+			func(m *v1alpha1.EtcdMember) { m.Spec.PeerURL = "https://attacker.example:2380" },
+			"spec.peerURL cannot be changed once set"},
+		{"move the peer URL back to http", func(m *v1alpha1.EtcdMember) { m.Spec.PeerURL = "https://" + m.Name + ".c.default.svc:2380" },
+			func(m *v1alpha1.EtcdMember) { m.Spec.PeerURL = "http://" + m.Name + ".c.default.svc:2380" },
+			"spec.peerURL cannot be changed once set"},
+		{"move the client URL to https on another port", func(m *v1alpha1.EtcdMember) { m.Spec.ClientURL = "http://" + m.Name + ".c.default.svc:2379" },
+			func(m *v1alpha1.EtcdMember) { m.Spec.ClientURL = "https://" + m.Name + ".c.default.svc:2479" },
+			"spec.clientURL cannot be changed once set"},
 		{"restore another key", nil, func(m *v1alpha1.EtcdMember) { m.Spec.Restore.Key = "other-tenant/c/snap.db" },
 			"spec.restore cannot be changed: the seed restores the snapshot it was created with"},
 		{"restore from another endpoint", nil, func(m *v1alpha1.EtcdMember) { m.Spec.Restore.Source.S3.Endpoint = "https://attacker.example" },
@@ -132,6 +138,21 @@ func TestOperatorMemberUpdatesAdmitted(t *testing.T) {
 			func(m *v1alpha1.EtcdMember) {
 				m.Spec.PeerURL, m.Spec.ClientURL = "http://"+m.Name+".c.default.svc:2380", "http://"+m.Name+".c.default.svc:2379"
 			}},
+		// Turning TLS on (docs/design/0023): a plaintext member gains TLS
+		// with its http URLs, then its URLs move to https at the same
+		// address.
+		{"turn TLS on beside plaintext", func(m *v1alpha1.EtcdMember) {
+			m.Spec.TLS = nil
+			m.Spec.PeerURL, m.Spec.ClientURL = "http://"+m.Name+".c.default.svc:2380", "http://"+m.Name+".c.default.svc:2379"
+		}, func(m *v1alpha1.EtcdMember) {
+			m.Spec.TLS = &v1alpha1.MemberTLS{Peer: &v1alpha1.MemberTLSEndpoint{TrustBundle: "p"},
+				Client: &v1alpha1.MemberTLSEndpoint{TrustBundle: "c", ClientCertAuth: true}}
+		}},
+		{"move the URLs to https", func(m *v1alpha1.EtcdMember) {
+			m.Spec.PeerURL, m.Spec.ClientURL = "http://"+m.Name+".c.default.svc:2380", "http://"+m.Name+".c.default.svc:2379"
+		}, func(m *v1alpha1.EtcdMember) {
+			m.Spec.PeerURL, m.Spec.ClientURL = "https://"+m.Name+".c.default.svc:2380", "https://"+m.Name+".c.default.svc:2379"
+		}},
 		// Finalizers and labels are metadata: a stuck member stays deletable.
 		{"drop a finalizer", func(m *v1alpha1.EtcdMember) { m.Finalizers = []string{v1alpha1.MemberFinalizer} },
 			func(m *v1alpha1.EtcdMember) { m.Finalizers = nil }},

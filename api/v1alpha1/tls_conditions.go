@@ -23,4 +23,12 @@ const (
 	// (no restart); 3 of 3, members restart one at a time to trust the new
 	// CA alone. status.tls.<section>.rotation holds the same per section.
 	CARotatingReason = "CARotating"
+	// TLSTransitioningReason (Ready=False, Progressing=True): TLS is being
+	// turned on for the running cluster, in two passes of one restart per
+	// member (docs/design/0023-plain-to-tls.md). The message says the
+	// phase (status.tls.transition.phase) and what the next step waits for
+	// (status.tls.transition.wait): at ClientsMaySwitch with
+	// PlaintextInUse, clients should move to https and the user then sets
+	// the etcd.quorumctl.io/release-plaintext annotation.
+	TLSTransitioningReason = "TLSTransitioning"
 )

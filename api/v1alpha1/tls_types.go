@@ -184,6 +184,14 @@ const IssueClientCertificateAnnotation = "etcd.quorumctl.io/issue-client-certifi
 // it, with a CA made after the request.
 const RotateCAAnnotation = "etcd.quorumctl.io/rotate-ca"
 
+// ReleasePlaintextAnnotation on an EtcdCluster turning TLS on says that
+// no client uses plaintext any more: the transition's second pass, which
+// takes plaintext away, waits for it (status.tls.transition.wait
+// PlaintextInUse). Any non-empty value; the operator cannot tell which
+// scheme a client speaks, so only the user can say. See
+// docs/design/0023-plain-to-tls.md.
+const ReleasePlaintextAnnotation = "etcd.quorumctl.io/release-plaintext"
+
 // Phases of a CA rotation, in status.tls.<section>.rotation.
 const (
 	// CARotationTrustingNewCA: pass 1 of 3; members restart one at a time
@@ -233,6 +241,36 @@ type TLSStatus struct {
 	// annotation that started a rotation.
 	// +optional
 	RotateCARequest string `json:"rotateCARequest,omitempty"`
+	// Transition is where turning TLS on for the running cluster stands;
+	// absent when none is under way (docs/design/0023-plain-to-tls.md).
+	// +optional
+	Transition *TLSTransitionStatus `json:"transition,omitempty"`
+}
+
+// TLSTransitionStatus is where turning TLS on for a running cluster stands.
+type TLSTransitionStatus struct {
+	// Phase is AddingTLS (members restart one at a time onto TLS beside
+	// plaintext), ClientsMaySwitch (every member serves https and the
+	// operator uses it: move clients to https, plaintext still works), or
+	// RefusingPlaintext (members restart one at a time onto TLS alone).
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// Wait says what holds the next step: Restarting (a member is not
+	// back yet), PlaintextInUse (waiting for the
+	// etcd.quorumctl.io/release-plaintext annotation), Paused
+	// (spec.rollout.paused) or Quorum (a member's peer URL moves only
+	// while every other member serves).
+	// +optional
+	Wait string `json:"wait,omitempty"`
+	// ClientsHTTPS: the operator dials the members over https. Set once
+	// every member serves both schemes; until then it dials http.
+	// +optional
+	ClientsHTTPS bool `json:"clientsHTTPS,omitempty"`
+	// ReleasePlaintextRequest is the value of the
+	// etcd.quorumctl.io/release-plaintext annotation the transition took
+	// as the user's word that no client uses plaintext any more.
+	// +optional
+	ReleasePlaintextRequest string `json:"releasePlaintextRequest,omitempty"`
 }
 
 // TLSSectionStatus is one section's trust and certificates.

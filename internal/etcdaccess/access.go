@@ -113,10 +113,16 @@ type Shape struct {
 	Mutual bool
 }
 
-// ShapeOf decides the Shape of reaching the cluster's members. spec.tls is
-// fixed at creation, so the members agree with it; they are asked all the
-// same, since they are what is dialled. A cluster without members yet (a
+// ShapeOf decides the Shape of reaching the cluster's members, from the
+// members, which are what is dialled. A cluster without members yet (a
 // restore's target) is reached as its spec says.
+//
+// While TLS is turned on for a running cluster (docs/design/0023), a member
+// given client TLS with its recorded client URL still http serves both
+// schemes once restarted; it is dialled over https only once the cluster
+// controller has switched clients (status.tls.transition.clientsHTTPS),
+// which it does when every member serves both. Until then plaintext, which
+// every member serves throughout the first pass.
 func ShapeOf(c *v1alpha1.EtcdCluster, members []*v1alpha1.EtcdMember) Shape {
 	if len(members) == 0 {
 		t := c.Spec.TLS
@@ -132,11 +138,22 @@ func ShapeOf(c *v1alpha1.EtcdCluster, members []*v1alpha1.EtcdMember) Shape {
 			allClientTLS, allMutual = false, false
 			continue
 		}
+		if strings.HasPrefix(m.Spec.ClientURL, "http://") && !ClientsSwitched(c) {
+			allClientTLS = false
+		}
 		if !t.Client.ClientCertAuth {
 			allMutual = false
 		}
 	}
-	return Shape{TLS: anyTLS, HTTPS: allClientTLS, Mutual: allMutual}
+	// Client certificates are checked on the https side alone.
+	return Shape{TLS: anyTLS, HTTPS: allClientTLS, Mutual: allMutual && allClientTLS}
+}
+
+// ClientsSwitched: the cluster controller has moved the operator's clients
+// to https while TLS is being turned on (see ShapeOf).
+func ClientsSwitched(c *v1alpha1.EtcdCluster) bool {
+	st := c.Status.TLS
+	return st != nil && st.Transition != nil && st.Transition.ClientsHTTPS
 }
 
 // URL is a member's client URL with the scheme the shape dials.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,11 @@ func member(client *v1alpha1.MemberTLSEndpoint) *v1alpha1.EtcdMember {
 	return m
 }
 
+func withURL(m *v1alpha1.EtcdMember, clientURL string) *v1alpha1.EtcdMember {
+	m.Spec.ClientURL = clientURL
+	return m
+}
+
 func TestShapeOf(t *testing.T) {
 	mutual := &v1alpha1.MemberTLSEndpoint{TrustBundle: "c", ClientCertAuth: true}
 	server := &v1alpha1.MemberTLSEndpoint{TrustBundle: "c"}
@@ -44,10 +50,16 @@ func TestShapeOf(t *testing.T) {
 		{"server TLS members", tlsSpec(false), []*v1alpha1.EtcdMember{member(server)}, Shape{TLS: true, HTTPS: true}},
 		{"no members yet: as the spec says", tlsSpec(true), nil, Shape{TLS: true, HTTPS: true, Mutual: true}},
 		{"no members, no TLS", nil, nil, Shape{}},
+		{"turning TLS on: plaintext members dialled in plain", tlsSpec(true), []*v1alpha1.EtcdMember{member(nil), withURL(member(mutual), "http://m:2379")}, Shape{TLS: true}},
+		{"turning TLS on: every member on both schemes, clients not switched", tlsSpec(true), []*v1alpha1.EtcdMember{withURL(member(mutual), "http://m:2379"), withURL(member(mutual), "http://n:2379")}, Shape{TLS: true}},
+		{"turning TLS on: clients switched", tlsSpec(true), []*v1alpha1.EtcdMember{withURL(member(mutual), "http://m:2379"), withURL(member(mutual), "https://n:2379")}, Shape{TLS: true, HTTPS: true, Mutual: true}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &v1alpha1.EtcdCluster{Spec: v1alpha1.EtcdClusterSpec{TLS: tc.spec}}
+			if strings.Contains(tc.name, "clients switched") {
+				c.Status.TLS = &v1alpha1.TLSStatus{Transition: &v1alpha1.TLSTransitionStatus{ClientsHTTPS: true}}
+			}
 			NewWithT(t).Expect(ShapeOf(c, tc.members)).To(Equal(tc.want))
 		})
 	}

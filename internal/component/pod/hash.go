@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -39,11 +40,36 @@ func StartedToForce(podAnnotations map[string]string) bool {
 // left out: it never changes for a running member, and the operator records
 // it into members created before it did so, which must restart nothing. A
 // member without TLS hashes as before TLS was hashed.
+//
+// The one exception is the scheme of a TLS member's URLs: a member turning
+// TLS on (docs/design/0023) runs with TLS and its old http URLs first,
+// serving both schemes, and restarts once its URLs move to https. That
+// restart must be one the rollout approves, so a member with TLS and an
+// http URL hashes its plaintext sides too. Members with TLS and https URLs
+// (or none recorded), and members without TLS, are the only ones an older
+// operator made, and hash as they did.
 func TemplateHash(m *v1alpha1.EtcdMember) string {
 	return hashOf(struct {
-		Template v1alpha1.MemberTemplate `json:"template"`
-		TLS      *v1alpha1.MemberTLS     `json:"tls,omitempty"`
-	}{m.Spec.MemberTemplate, m.Spec.TLS})
+		Template  v1alpha1.MemberTemplate `json:"template"`
+		TLS       *v1alpha1.MemberTLS     `json:"tls,omitempty"`
+		Plaintext []string                `json:"plaintext,omitempty"`
+	}{m.Spec.MemberTemplate, m.Spec.TLS, plaintextSides(m)})
+}
+
+// plaintextSides are the sides a member with TLS still records an http
+// URL for; nil for a member without TLS.
+func plaintextSides(m *v1alpha1.EtcdMember) []string {
+	if m.Spec.TLS == nil {
+		return nil
+	}
+	var out []string
+	if strings.HasPrefix(m.Spec.PeerURL, "http://") {
+		out = append(out, v1alpha1.TLSSectionPeer)
+	}
+	if strings.HasPrefix(m.Spec.ClientURL, "http://") {
+		out = append(out, v1alpha1.TLSSectionClient)
+	}
+	return out
 }
 
 // legacyHashes are the hashes operators before this one gave a Pod of the

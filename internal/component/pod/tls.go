@@ -185,3 +185,24 @@ func clientTrust(t *v1alpha1.MemberTLS) *v1alpha1.MemberTLSEndpoint {
 	}
 	return t.Client
 }
+
+// PeerTLSOf reads from a Pod's etcd flags what its peer side was started
+// with: peer certificates (it dials https peers with TLS), and an https
+// peer listener. What the etcd in it runs, whatever its member's spec says
+// now; turning TLS on (docs/design/0023) tells its passes apart by it.
+func PeerTLSOf(p *corev1.Pod) (certificates, httpsListener bool) {
+	for _, c := range p.Spec.Containers {
+		if c.Name != ContainerName {
+			continue
+		}
+		for _, a := range c.Args {
+			switch {
+			case strings.HasPrefix(a, "--peer-cert-file="):
+				certificates = true
+			case strings.HasPrefix(a, "--listen-peer-urls=https://"):
+				httpsListener = true
+			}
+		}
+	}
+	return certificates, httpsListener
+}

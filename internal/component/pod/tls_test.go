@@ -215,3 +215,56 @@ func TestMountedTrustBundle(t *testing.T) {
 	g.Expect(pod.MountedTrustBundle(p, "client")).To(BeEmpty(), "without mutual TLS no client bundle is loaded")
 	g.Expect(pod.MountedTrustBundle(pod.Build(newParams(newMember())), "peer")).To(BeEmpty())
 }
+
+// Turning TLS on restarts a member twice, each a change of its hash the
+// rollout approves: plaintext to both schemes (TLS appears), then both to
+// TLS alone (only the URLs' scheme changes). Members that existed before
+// the schemes were hashed (plaintext, or TLS with https URLs) keep their
+// hash, so upgrading the operator restarts nothing.
+func TestURLSchemesOfATLSMemberAreInTheTemplateHash(t *testing.T) {
+	g := NewWithT(t)
+	plain := newMember(withTLS("http://"+host+":2380", "http://"+host+":2379", nil))
+	both := newMember(withTLS("http://"+host+":2380", "http://"+host+":2379", memberTLS(true)))
+	tls := newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true)))
+
+	g.Expect(pod.Outdated(both, pod.Build(newParams(plain)))).To(BeTrue(), "plaintext to both schemes restarts")
+	g.Expect(pod.Outdated(tls, pod.Build(newParams(both)))).To(BeTrue(), "both schemes to TLS alone restarts")
+	g.Expect(pod.Outdated(tls, pod.Build(newParams(tls)))).To(BeFalse())
+
+	g.Expect(pod.TemplateHash(plain)).To(Equal(templateOnlyHash(plain)), "plaintext members keep their hash")
+	g.Expect(pod.TemplateHash(tls)).To(Equal(templateAndTLSHash(tls)), "members created with TLS keep their hash")
+	g.Expect(pod.TemplateHash(both)).NotTo(Equal(templateAndTLSHash(both)))
+}
+
+// templateAndTLSHash is the hash the operator gave Pods before the URL
+// schemes were in it, written out as templateOnlyHash is.
+func templateAndTLSHash(m *v1alpha1.EtcdMember) string {
+	data, err := json.Marshal(struct {
+		Template v1alpha1.MemberTemplate `json:"template"`
+		TLS      *v1alpha1.MemberTLS     `json:"tls,omitempty"`
+	}{m.Spec.MemberTemplate, m.Spec.TLS})
+	if err != nil {
+		panic(err)
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// A Pod's peer side is read back from the flags it was built with, one
+// pass of turning TLS on apart from the next.
+func TestPeerTLSOf(t *testing.T) {
+	g := NewWithT(t)
+	for _, tc := range []struct {
+		name              string
+		m                 *v1alpha1.EtcdMember
+		certs, httpsPeers bool
+	}{
+		{"plaintext", newMember(withTLS("http://"+host+":2380", "http://"+host+":2379", nil)), false, false},
+		{"both schemes", newMember(withTLS("http://"+host+":2380", "http://"+host+":2379", memberTLS(true))), true, false},
+		{"TLS", newMember(withTLS("https://"+host+":2380", "https://"+host+":2379", memberTLS(true))), true, true},
+	} {
+		c, h := pod.PeerTLSOf(pod.Build(newParams(tc.m)))
+		g.Expect([]bool{c, h}).To(Equal([]bool{tc.certs, tc.httpsPeers}), tc.name)
+	}
+}

@@ -149,7 +149,15 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 		return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
 	}
 	d := rollout.Next(ms, rollout.Options{Paused: s.cluster.Spec.Rollout.Paused, Settling: s.settling(), Restarting: r.restarting(s)})
-	updated := len(ms) - s.outdatedCount()
+	// Counted as the rollout sees them: a member whose spec is the
+	// target's but whose Pod is not (turning TLS on changes the member
+	// alone) is not updated yet either.
+	updated := 0
+	for _, rm := range ms {
+		if !rm.Outdated {
+			updated++
+		}
+	}
 	log := ctrl.LoggerFrom(ctx)
 	switch d.Action {
 	case rollout.None:

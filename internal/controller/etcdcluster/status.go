@@ -209,6 +209,18 @@ func progressReason(s *scope) (string, string) {
 		}
 		return reason, rot
 	}
+	if tr := s.transitionSummary(); tr != "" && (s.progress.reason == "" || s.progress.reason == v1alpha1.RollingUpdateReason || s.progress.reason == v1alpha1.RolloutPausedReason) {
+		// The rollout's restarts are the transition's passes, as they are
+		// a rotation's.
+		reason := v1alpha1.TLSTransitioningReason
+		if s.progress.reason == v1alpha1.RolloutPausedReason {
+			reason = v1alpha1.RolloutPausedReason
+		}
+		if s.progress.message != "" {
+			tr += " (" + s.progress.message + ")"
+		}
+		return reason, tr
+	}
 	if s.progress.reason != "" {
 		return s.progress.reason, s.progress.message
 	}

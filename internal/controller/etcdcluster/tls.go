@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -29,6 +30,9 @@ type tlsView struct {
 	bundles map[string]certs.Bundle
 	// pending names what the pass waits for (cert-manager issuing).
 	pending string
+	// transition is where turning TLS on for the running cluster stands,
+	// nil when it is not under way (tls_transition.go).
+	transition *v1alpha1.TLSTransitionStatus
 }
 
 // tlsSection is one side's trust and certificate source.
@@ -117,13 +121,17 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, e
 		return ctrl.Result{}, err
 	}
 	res, err := r.rotateCAs(ctx, s, published)
+	// A failed rotation step leaves the transition's to be taken, and the
+	// other way round; neither stops the phases after this one.
+	tres, terr := r.transitionTLS(ctx, s)
+	res, err = soonest(res, tres), errors.Join(err, terr)
 	r.recordTLSStatus(s)
 	// The pass's look at the target was taken before the trust bundles
 	// were known: a rotation under way is no target reached, and one that
 	// ended this pass leaves no deadline behind (latchTarget kept it, from
 	// the rotation the last pass recorded).
 	switch {
-	case s.reached && s.rotationSummary() != "":
+	case s.reached && (s.rotationSummary() != "" || s.transitionActive()):
 		s.reached = false
 	case s.reached:
 		s.cluster.Status.ProgressDeadline = nil
@@ -173,6 +181,12 @@ func (s *scope) newMemberTLS(peerURL, clientURL string) (string, string, *v1alph
 			ClientCertAuth: spec.Client.IsMutual(),
 		},
 	}
+	if s.transitionActive() {
+		// While TLS is turned on, a member joins serving both schemes,
+		// reachable by plaintext peers and clients alike; the transition
+		// then moves it on like the others (docs/design/0023).
+		return peerURL, clientURL, t
+	}
 	return withScheme(peerURL, "https"), withScheme(clientURL, "https"), t
 }
 
@@ -201,7 +215,7 @@ func (r *Reconciler) recordTLSStatus(s *scope) {
 		}
 		return out
 	}
-	st := &v1alpha1.TLSStatus{Peer: sectionStatus(s.tls.peer), Client: sectionStatus(s.tls.client)}
+	st := &v1alpha1.TLSStatus{Peer: sectionStatus(s.tls.peer), Client: sectionStatus(s.tls.client), Transition: s.tls.transition}
 	if was := s.cluster.Status.TLS; was != nil {
 		st.RotateCARequest = was.RotateCARequest
 	}

@@ -134,6 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			}
 			return ctrl.Result{RequeueAfter: requeueTLSMaterial}, err
 		}
+		r.movePeerURL(ctx, cluster, m)
 	}
 	if m.LostPod(current) {
 		// tmpfs went with the Pod: a new Pod would start with nothing under

@@ -89,6 +89,10 @@ type MembersDownWatch struct {
 	done   chan struct{}
 	// tls asks the members over https with it, when set.
 	tls *tls.Config
+	// either, when set, asks each member over http and, once it returns a
+	// configuration, over https too: a member that answers on either
+	// scheme is up (a cluster turning TLS on).
+	either func() *tls.Config
 
 	mu        sync.Mutex
 	samples   []MemberSample
@@ -116,6 +120,40 @@ func (e *Env) WatchMembersDownTLS(ctx context.Context, ns, cluster string, cfg *
 	}
 	go w.run(ctx, e, c, ns, cluster)
 	return w
+}
+
+// WatchMembersDownEitherScheme is WatchMembersDown for a cluster turning
+// TLS on: a member is up when it answers over http, or over https with the
+// configuration cfg returns (nil until the client certificate exists).
+func (e *Env) WatchMembersDownEitherScheme(ctx context.Context, ns, cluster string, cfg func() *tls.Config) *MembersDownWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &MembersDownWatch{cancel: cancel, done: make(chan struct{}), either: cfg}
+	c, err := e.Client()
+	if err != nil {
+		w.unsampled = append(w.unsampled, err)
+		close(w.done)
+		return w
+	}
+	go w.run(ctx, e, c, ns, cluster)
+	return w
+}
+
+// eitherScheme merges a sample over http with one over https: down is
+// what answered on neither.
+func eitherScheme(plain, secure MemberSample) MemberSample {
+	out := plain
+	out.Down = nil
+	for _, m := range plain.Down {
+		if _, up := secure.Leaders[m]; up {
+			out.Leaders[m] = secure.Leaders[m]
+			delete(out.Why, m)
+			delete(out.Late, m)
+			continue
+		}
+		out.Down = append(out.Down, m)
+	}
+	out.Done = secure.Done
+	return out
 }
 
 func (w *MembersDownWatch) run(ctx context.Context, e *Env, c client.Client, ns, cluster string) {
@@ -146,6 +184,11 @@ func (w *MembersDownWatch) run(ctx context.Context, e *Env, c client.Client, ns,
 				addrs = httpsAddresses(addrs)
 			}
 			s := sampleMembers(ctx, members, addrs, w.tls)
+			if w.either != nil && len(s.Down) > 0 {
+				if cfg := w.either(); cfg != nil {
+					s = eitherScheme(s, sampleMembers(ctx, s.Down, httpsAddresses(addrs), cfg))
+				}
+			}
 			s.Pods = procs
 			// A sample cut short by Stop would count members that were
 			// not asked to the end as down.
