@@ -324,8 +324,8 @@ bench-scale: ## Create SCALE_ONES one-member and SCALE_THREES three-member clust
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/bench -scale-ones $(SCALE_ONES) -scale-threes $(SCALE_THREES) -idle 2m -starve $(SCALE_STARVE)
 
 .PHONY: bench-backup
-bench-backup: ## Snapshot throughput to S3 vs etcdctl snapshot save, and restore time to a Ready 3-member cluster, for about 1 GiB (needs cluster-up, image and deploy).
-	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/benchbackup
+bench-backup: ## Snapshot throughput to S3 (compression None and Zstd, three runs) vs etcdctl snapshot save, and restore time to a Ready 3-member cluster, for about 1 GiB; BENCH_BACKUP_ARGS passes flags (needs cluster-up, image and deploy).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) run ./hack/benchbackup $(BENCH_BACKUP_ARGS)
 
 .PHONY: bench-rollout
 bench-rollout: ## Time rolling a 3-member cluster (every member restarted; a minor upgrade) under a writer at 20 writes/s (needs cluster-up and deploy).

@@ -27,10 +27,16 @@ func hasTrailer(size int64) bool { return size%512 == TrailerSize }
 type ChecksumReader struct {
 	r io.Reader
 	// db hashes the database bytes: all but the last TrailerSize seen.
+	// Once they are checked, the digest is written into it too, which
+	// makes it the SHA-256 of every byte, the stored object's: one pass
+	// over the stream gives both, where a second hash beside it would
+	// cost as much again.
 	db hash.Hash
-	// all hashes every byte, the digest included: the stored object's.
-	all  hash.Hash
-	tail [2 * TrailerSize]byte
+	// whole asks for that SHA-256 of every byte; sum holds it once
+	// verified.
+	whole bool
+	sum   []byte
+	tail  [2 * TrailerSize]byte
 	// tailLen bytes at the start of tail are held back from db.
 	tailLen int
 	n       int64
@@ -40,13 +46,13 @@ type ChecksumReader struct {
 
 // NewChecksumReader wraps a snapshot stream.
 func NewChecksumReader(r io.Reader) *ChecksumReader {
-	return &ChecksumReader{r: r, db: sha256.New(), all: sha256.New()}
+	return &ChecksumReader{r: r, db: sha256.New(), whole: true}
 }
 
 // NewTrailerReader wraps a snapshot stream that is not what is stored
 // (it is compressed on its way there, or was decompressed on its way
-// back): it checks etcd's digest only, and SHA256 is empty, so the stream
-// is hashed once more only where that hash is wanted (ObjectHash).
+// back): it checks etcd's digest only, and SHA256 is empty, so the
+// object's own hash is taken only where it is wanted (ObjectHash).
 func NewTrailerReader(r io.Reader) *ChecksumReader {
 	return &ChecksumReader{r: r, db: sha256.New()}
 }
@@ -71,9 +77,6 @@ func (c *ChecksumReader) Read(p []byte) (int, error) {
 
 func (c *ChecksumReader) feed(p []byte) {
 	c.n += int64(len(p))
-	if c.all != nil {
-		c.all.Write(p)
-	}
 	if len(p) >= TrailerSize {
 		// The held-back bytes are not the trailer after all.
 		c.db.Write(c.tail[:c.tailLen])
@@ -97,6 +100,12 @@ func (c *ChecksumReader) verify() error {
 	if got := c.db.Sum(nil); string(got) != string(c.trailer) {
 		return fmt.Errorf("%w: etcd's SHA-256 of the snapshot is %x, the bytes received hash to %x", ErrChecksumMismatch, c.trailer, got)
 	}
+	if c.whole {
+		// The database's digest is taken; the rest of the stream is the
+		// digest itself.
+		c.db.Write(c.trailer)
+		c.sum = c.db.Sum(nil)
+	}
 	return io.EOF
 }
 
@@ -106,13 +115,15 @@ func (c *ChecksumReader) Verified() bool { return errors.Is(c.err, io.EOF) }
 // Size is the number of bytes read, the digest included.
 func (c *ChecksumReader) Size() int64 { return c.n }
 
-// SHA256 is the hex SHA-256 of every byte read: the stored object's, if
-// it is stored as etcd sent it. Empty from a NewTrailerReader.
+// SHA256 is the hex SHA-256 of every byte read, the digest included: the
+// stored object's, if it is stored as etcd sent it. It is known once the
+// stream is Verified, and empty before, after a failed stream, and from a
+// NewTrailerReader.
 func (c *ChecksumReader) SHA256() string {
-	if c.all == nil {
+	if c.sum == nil {
 		return ""
 	}
-	return hex.EncodeToString(c.all.Sum(nil))
+	return hex.EncodeToString(c.sum)
 }
 
 // ObjectHash is a writer that counts and hashes the bytes of a stored

@@ -106,3 +106,29 @@ func TestChecksumReaderPassesOnReadErrors(t *testing.T) {
 		t.Fatal("a broken stream was reported verified")
 	}
 }
+
+// The SHA-256 of every byte comes from the database's hash with the digest
+// written after it, so it exists only once the digest was checked: a
+// stream read part way, or one that failed its check, has none to record.
+func TestChecksumReaderHashesTheObjectOnlyOnceVerified(t *testing.T) {
+	in := stream(t, 2)
+	c := NewChecksumReader(bytes.NewReader(in))
+	if _, err := io.ReadFull(c, make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.SHA256(); got != "" {
+		t.Fatalf("part way through the stream, SHA256 is %q; want none", got)
+	}
+	bad := bytes.Clone(in)
+	bad[10] ^= 1
+	c = NewChecksumReader(bytes.NewReader(bad))
+	if _, err := readAll(c); !errors.Is(err, ErrChecksumMismatch) {
+		t.Fatalf("err = %v, want ErrChecksumMismatch", err)
+	}
+	if got := c.SHA256(); got != "" {
+		t.Fatalf("after a failed check, SHA256 is %q; want none", got)
+	}
+	if got := NewTrailerReader(bytes.NewReader(in)); func() string { _, _ = readAll(got); return got.SHA256() }() != "" {
+		t.Fatal("a trailer reader reports the object's SHA-256")
+	}
+}

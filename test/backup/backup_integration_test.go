@@ -36,7 +36,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func s3Store(t *testing.T, s *s3proc.Server, bucketName, secret string) *store.S3 {
+func s3Store(t testing.TB, s *s3proc.Server, bucketName, secret string) *store.S3 {
 	t.Helper()
 	st, err := store.NewS3(context.Background(), store.S3Config{
 		Endpoint: s.Endpoint, Bucket: bucketName, Prefix: "etcd/", ForcePathStyle: true,
@@ -48,7 +48,7 @@ func s3Store(t *testing.T, s *s3proc.Server, bucketName, secret string) *store.S
 	return st
 }
 
-func rawClient(t *testing.T, endpoints ...string) *clientv3.Client {
+func rawClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {

@@ -163,3 +163,6 @@ func (s *Server) LogTail(lines int) string {
 
 // String names the server in test output.
 func (s *Server) String() string { return fmt.Sprintf("versitygw at %s over %s", s.Endpoint, s.Dir) }
+
+// PID is the server's process ID, for a benchmark that reads its CPU time.
+func (s *Server) PID() int { return s.cmd.Process.Pid }

@@ -179,9 +179,9 @@ func Save(ctx context.Context, st store.Store, d etcd.Dialer, a SaveArgs, log io
 		Endpoint:       member.Endpoint,
 		StartedAt:      started,
 		CompletedAt:    time.Now().UTC(),
-		SizeBytes:      verified.object.Size(),
+		SizeBytes:      verified.size,
 		DBSizeBytes:    verified.r.Size() - backup.TrailerSize,
-		SHA256:         verified.object.SHA256(),
+		SHA256:         verified.sha256,
 		EtcdSHA256:     verified.r.EtcdSHA256(),
 	}
 	if compression != v1alpha1.CompressionNone {
@@ -234,9 +234,10 @@ func chooseMember(ctx context.Context, c etcd.Client, endpoints []string, want u
 }
 
 type streamed struct {
-	// r checked etcd's stream; object hashed what was stored.
+	// r checked etcd's stream; size and sha256 are the stored object's.
 	r              *backup.ChecksumReader
-	object         *backup.ObjectHash
+	size           int64
+	sha256         string
 	storageVersion string
 }
 
@@ -257,7 +258,8 @@ func encryptedTo(m *backup.Metadata) string {
 // etcd's SHA-256 has been checked: the checksum reader ends the stream
 // with an error instead of EOF when it does not match, and the object is
 // aborted. Nothing is held but the copy buffer, the encoder's window and
-// one 64 KiB chunk of age: etcd → check → encode → encrypt → hash → store.
+// one 64 KiB chunk of age: etcd → check → encode → encrypt → hash → store,
+// or, with neither encoding nor encryption, etcd → check and hash → store.
 // Nothing unencrypted reaches the store's writer, which is the only thing
 // that writes (an S3 part buffer or the volume's partial file).
 func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key string, compression v1alpha1.SnapshotCompression, to *crypt.Recipient) (streamed, error) {
@@ -270,8 +272,21 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 	if err != nil {
 		return streamed{}, err
 	}
-	object := backup.NewObjectHash()
-	sealed := io.MultiWriter(w, object)
+	// Stored as etcd sent it, the object's SHA-256 is the checksum
+	// reader's of every byte, had from its pass over the stream; a hash of
+	// its own would be a second pass over the same bytes, and SHA-256 is
+	// most of the agent's CPU (BenchmarkSaveToS3). Encoded, the stored
+	// bytes are others and are hashed on their way to the store.
+	var r *backup.ChecksumReader
+	var object *backup.ObjectHash
+	sealed := io.Writer(w)
+	if to == nil && (compression == "" || compression == v1alpha1.CompressionNone) {
+		r = backup.NewChecksumReader(s)
+	} else {
+		r = backup.NewTrailerReader(s)
+		object = backup.NewObjectHash()
+		sealed = io.MultiWriter(w, object)
+	}
 	seal := io.WriteCloser(nopWriteCloser{sealed})
 	if to != nil {
 		if seal, err = crypt.Encrypt(*to, sealed); err != nil {
@@ -284,7 +299,6 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 		_ = w.Abort()
 		return streamed{}, err
 	}
-	r := backup.NewTrailerReader(s)
 	_, err = io.CopyBuffer(enc, r, make([]byte, copyBuffer))
 	if cerr := enc.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("failed to finish the %s stream: %w", compression, cerr)
@@ -307,7 +321,11 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 	if err := w.Commit(); err != nil {
 		return streamed{}, fmt.Errorf("failed to commit the snapshot: %w", err)
 	}
-	return streamed{r: r, object: object, storageVersion: s.StorageVersion()}, nil
+	out := streamed{r: r, size: r.Size(), sha256: r.SHA256(), storageVersion: s.StorageVersion()}
+	if object != nil {
+		out.size, out.sha256 = object.Size(), object.SHA256()
+	}
+	return out, nil
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -102,7 +103,7 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to configure the S3 client: %w", err)
 	}
-	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+	options := func(o *s3.Options) {
 		if c.Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.Endpoint)
 		}
@@ -112,6 +113,17 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 		// snapshot carries SHA-256s of its own that are checked end to end.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	}
+	client := s3.NewFromConfig(awsCfg, options)
+	// Uploads sign UNSIGNED-PAYLOAD over http:// too, as the SDK does over
+	// https://. Signing the payload means a SHA-256 of every part before
+	// it is sent and another on the server; over http (s3.insecure) that
+	// was a quarter of the agent's CPU while saving (BenchmarkSaveToS3), and
+	// what it would catch, bytes changed on the way, the snapshot's own
+	// SHA-256s catch: the object's, recorded in the metadata and checked
+	// by every restore, and etcd's inside it (docs/design/0028).
+	uploads := s3.NewFromConfig(awsCfg, options, func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 	})
 	partSize, concurrency := c.PartSize, c.Concurrency
 	if partSize == 0 {
@@ -120,7 +132,7 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 	if concurrency == 0 {
 		concurrency = DefaultConcurrency
 	}
-	transfer := transfermanager.New(client, func(o *transfermanager.Options) {
+	transfer := transfermanager.New(uploads, func(o *transfermanager.Options) {
 		o.PartSizeBytes = partSize
 		o.MultipartUploadThreshold = partSize
 		o.Concurrency = concurrency
