@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -100,6 +101,20 @@ func (w *configMapWriter) Stop() {
 	<-w.done
 }
 
+// failedOutside counts the creates that failed in stretches other than
+// those named.
+func (w *configMapWriter) failedOutside(stretches ...string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for s, f := range w.failed {
+		if !slices.Contains(stretches, s) {
+			n += f
+		}
+	}
+	return n
+}
+
 // summary says, stretch by stretch, how many creates failed.
 func (w *configMapWriter) summary() string {
 	w.mu.Lock()
@@ -132,8 +147,10 @@ func (w *configMapWriter) summary() string {
 //     apiserver goes on creating.
 //
 // Every ConfigMap the apiserver acknowledged is there at the end, through
-// the apiserver and in etcd; members restarted one at a time; the
-// rotation completed.
+// the apiserver and in etcd; no create failed outside the apiserver's own
+// restarts (handed a file too late, it fails handshakes once pass 3
+// restarts the member it is connected to); members restarted one at a
+// time; the rotation completed.
 func TestKubernetesDatastoreThroughCARotation(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -147,7 +164,7 @@ func TestKubernetesDatastoreThroughCARotation(t *testing.T) {
 	adminSecret := v1alpha1.AdminClientSecretName(r.name)
 
 	a, image := newSecondAPIServer(ctx, r)
-	a.etcdSecret = r.handAPIServerFiles(ctx, 0, oldCA, oldCA)
+	a.etcdSecret = r.handAPIServerFiles(ctx, 0, "old", oldCA, oldCA)
 	a.start(ctx, image)
 	w := startConfigMapWriter(ctx, a)
 	defer func() {
@@ -177,6 +194,8 @@ func TestKubernetesDatastoreThroughCARotation(t *testing.T) {
 	r.g.Expect(err).NotTo(HaveOccurred())
 	watch := env.WatchMembersDownTLS(ctx, r.ns, r.name, follow)
 	defer func() { _, _ = watch.Stop() }()
+
+	const restart1, restart2 = "apiserver restart 1 (both CAs, old certificate)", "apiserver restart 2 (both CAs, new certificate)"
 
 	// 1. Pause, hold the old CA, ask for the rotation.
 	const request = "e2e-apiserver"
@@ -210,8 +229,8 @@ func TestKubernetesDatastoreThroughCARotation(t *testing.T) {
 	})).To(Succeed(), "pass 1 is under way and the administrators' ca.crt holds the old and the new client CA")
 
 	// 2. The apiserver is given both CAs, which it loads only at start.
-	w.enter("apiserver restart 1 (both CAs, old certificate)")
-	replace(r.handAPIServerFiles(ctx, 1, oldCA, newCA))
+	w.enter(restart1)
+	replace(r.handAPIServerFiles(ctx, 1, "old", oldCA, oldCA, newCA))
 	w.enter("passes 1 and 2")
 	waitCreated("by the apiserver that trusts both CAs")
 	r.g.Expect(r.edit(ctx, func(c *v1alpha1.EtcdCluster) { c.Spec.Rollout.Paused = false })).To(Succeed())
@@ -226,8 +245,8 @@ func TestKubernetesDatastoreThroughCARotation(t *testing.T) {
 		leaf, err := certs.ParseCertificates(m.CertPEM)
 		return err == nil && certs.IssuedBy(leaf[0], newCA), err
 	})).To(Succeed(), "the administrators' certificate is reissued from the new CA")
-	w.enter("apiserver restart 2 (both CAs, new certificate)")
-	replace(r.handAPIServerFiles(ctx, 2, newCA, newCA))
+	w.enter(restart2)
+	replace(r.handAPIServerFiles(ctx, 2, "new", newCA, oldCA, newCA))
 	w.enter("waiting on the hold")
 	r.g.Expect(framework.WaitFor(ctx, 10*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
 		c := meta.FindStatusCondition(r.get(ctx).Status.Conditions, v1alpha1.ProgressingCondition)
@@ -263,6 +282,10 @@ func TestKubernetesDatastoreThroughCARotation(t *testing.T) {
 	waitCreated("after the rotation, by members that trust the new CA alone")
 	w.Stop()
 	t.Logf("ConfigMaps: %s", w.summary())
+	// The apiserver was handed what each step needed before the step:
+	// outside its own restarts (a replacement, whose failures are no
+	// acknowledged writes) no create failed, members' restarts included.
+	r.g.Expect(w.failedOutside(restart1, restart2)).To(BeZero(), "no create failed outside the apiserver's restarts: %s", w.summary())
 
 	seen, err := watch.Stop()
 	r.g.Expect(err).NotTo(HaveOccurred())
@@ -306,22 +329,24 @@ func TestKubernetesDatastoreThroughCARotation(t *testing.T) {
 // apiserver into a Secret of their own, copied from the administrators'
 // Secret as it is now, and returns its name. The copy is never updated:
 // what the apiserver holds is what was handed to it, not what the kubelet
-// has brought into its Pod so far. The certificate must be one of
-// issuer's, and ca.crt must hold trusted (with the old CA during a
-// rotation).
-func (r *rollCluster) handAPIServerFiles(ctx context.Context, n int, issuer, trusted *x509.Certificate) string {
+// has brought into its Pod so far. The certificate must be one of issuer
+// (called which in the log), and ca.crt must hold exactly trusted.
+func (r *rollCluster) handAPIServerFiles(ctx context.Context, n int, which string, issuer *x509.Certificate, trusted ...*x509.Certificate) string {
 	m, err := framework.ReadClientSecret(ctx, r.c, r.ns, v1alpha1.AdminClientSecretName(r.name))
 	r.g.Expect(err).NotTo(HaveOccurred())
 	leaf, err := certs.ParseCertificates(m.CertPEM)
 	r.g.Expect(err).NotTo(HaveOccurred())
-	r.g.Expect(certs.IssuedBy(leaf[0], issuer)).To(BeTrue(), "files %d: the certificate is of the expected CA", n)
+	r.g.Expect(certs.IssuedBy(leaf[0], issuer)).To(BeTrue(), "files %d: the certificate is of the %s CA", n, which)
 	b, err := certs.ParseBundle(m.CAPEM)
 	r.g.Expect(err).NotTo(HaveOccurred())
-	r.g.Expect(b.Contains(trusted)).To(BeTrue(), "files %d: ca.crt holds the expected CA", n)
+	r.g.Expect(b).To(HaveLen(len(trusted)), "files %d: ca.crt", n)
+	for _, ca := range trusted {
+		r.g.Expect(b.Contains(ca)).To(BeTrue(), "files %d: ca.crt holds CA serial %s", n, ca.SerialNumber)
+	}
 	name := fmt.Sprintf("second-apiserver-etcd-%d", n)
 	r.g.Expect(r.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns},
 		Data: map[string][]byte{"ca.crt": m.CAPEM, corev1.TLSCertKey: m.CertPEM, corev1.TLSPrivateKeyKey: m.KeyPEM}})).To(Succeed())
-	r.t.Logf("apiserver files %d: ca.crt of %d CAs, certificate of %s", n, len(b), leaf[0].Issuer.CommonName)
+	r.t.Logf("apiserver files %d: ca.crt of %d CAs, certificate of the %s CA", n, len(b), which)
 	return name
 }
 
