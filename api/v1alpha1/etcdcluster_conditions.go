@@ -101,7 +101,8 @@ const (
 	RollingUpdateReason = "RollingUpdate"
 	// RolloutPausedReason: spec.rollout.paused holds a rollout between
 	// members, or a CA rotation (its restarts, or its switch to the new
-	// CA's certificates); the message then names the rotation's pass.
+	// CA's certificates), or KeepOldCAAnnotation holds a CA rotation's
+	// drop of the old CA; the message then names the rotation's pass.
 	RolloutPausedReason = "RolloutPaused"
 	// RolloutFailedReason (Ready=False, Stalled=True): a member updated by
 	// the rollout has not come back healthy (it crash-loops, cannot start

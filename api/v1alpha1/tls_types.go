@@ -192,6 +192,18 @@ const RotateCAAnnotation = "etcd.quorumctl.io/rotate-ca"
 // docs/design/0023-plain-to-tls.md.
 const ReleasePlaintextAnnotation = "etcd.quorumctl.io/release-plaintext"
 
+// KeepOldCAAnnotation on an EtcdCluster (any non-empty value) holds a CA
+// rotation once every member serves certificates of the new CA: the old CA
+// is not dropped, so no member restarts to trust the new one alone, until
+// the annotation is removed. It is for clients outside the operator that
+// must be handed their certificate of the new CA (a restart, a file copied
+// onto a host) before the members refuse the old one: kube-apiserver, say,
+// whose Secret volume the kubelet updates only after a delay nobody can
+// observe from outside the Pod. spec.rollout.paused cannot hold this point:
+// it holds the first pass's restarts too, so a pause set to catch the end
+// of the second pass would have to land in a window of a few seconds.
+const KeepOldCAAnnotation = "etcd.quorumctl.io/keep-old-ca"
+
 // Phases of a CA rotation, in status.tls.<section>.rotation.
 const (
 	// CARotationTrustingNewCA: pass 1 of 3; members restart one at a time

@@ -44,6 +44,8 @@ type Input struct {
 	Rolling bool
 	// Paused: spec.rollout.paused is set.
 	Paused bool
+	// KeepOld: v1alpha1.KeepOldCAAnnotation is set.
+	KeepOld bool
 }
 
 // Step is what the pass does to the section's CA Secret.
@@ -83,6 +85,9 @@ const (
 	// WaitPaused: spec.rollout.paused holds the switch to the new CA's
 	// certificates (pass 2), as it holds the restarts of passes 1 and 3.
 	WaitPaused Wait = "Paused"
+	// WaitKeepOld: v1alpha1.KeepOldCAAnnotation holds dropping the old CA
+	// (pass 3) once every member serves certificates of the new one.
+	WaitKeepOld Wait = "KeepOldCA"
 	// WaitRollout: a rotation is due or asked for, and waits for another
 	// rollout to end.
 	WaitRollout Wait = "Rollout"
@@ -104,6 +109,13 @@ const (
 // outside the operator must trust by then. Beginning a rotation and
 // dropping the old CA write only the CA Secret and the trust bundle; the
 // restarts they call for wait on the pause.
+//
+// v1alpha1.KeepOldCAAnnotation holds the one point the pause cannot: the
+// end of pass 2, every member serving certificates of the new CA and still
+// trusting the old one, where a client outside the operator that does not
+// pick up its reissued certificate by itself is handed it. The pause holds
+// pass 1's restarts as well, so it can be set to catch that point only in
+// the seconds pass 2 takes.
 func Decide(in Input) Decision {
 	switch {
 	case in.Next && in.OnBundle && in.Paused:
@@ -112,6 +124,8 @@ func Decide(in Input) Decision {
 		return Decision{Phase: v1alpha1.CARotationSwitchingCertificates, Step: Switch}
 	case in.Next:
 		return Decision{Phase: v1alpha1.CARotationTrustingNewCA}
+	case in.Previous && in.Switched && in.KeepOld:
+		return Decision{Phase: v1alpha1.CARotationSwitchingCertificates, Wait: WaitKeepOld}
 	case in.Previous && in.Switched:
 		return Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}
 	case in.Previous:

@@ -67,6 +67,16 @@ func TestDecide(t *testing.T) {
 			in.Previous, in.Switched, in.Paused = true, true, true
 			return in
 		}, Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}},
+		{"kept: pass 2 done, the old CA stays until the annotation goes", func(in Input) Input { in.Previous, in.Switched, in.KeepOld = true, true, true; return in },
+			Decision{Phase: v1alpha1.CARotationSwitchingCertificates, Wait: WaitKeepOld}},
+		{"kept: pass 2 still waiting for the members is pass 2 as ever", func(in Input) Input { in.Previous, in.KeepOld = true, true; return in },
+			Decision{Phase: v1alpha1.CARotationSwitchingCertificates}},
+		{"kept: pass 1 runs and switches", func(in Input) Input { in.Next, in.KeepOld = true, true; return in },
+			Decision{Phase: v1alpha1.CARotationSwitchingCertificates, Step: Switch}},
+		{"kept: a rotation still begins", func(in Input) Input { in.Requested, in.KeepOld = true, true; return in },
+			Decision{Phase: v1alpha1.CARotationTrustingNewCA, Step: Begin}},
+		{"kept: pass 3 already begun goes on", func(in Input) Input { in.OnBundle, in.Behind, in.KeepOld = false, true, true; return in },
+			Decision{Phase: v1alpha1.CARotationDroppingOldCA}},
 		{"a rotation under way goes on during another rollout", func(in Input) Input { in.Previous, in.Switched, in.Rolling = true, true, true; return in },
 			Decision{Phase: v1alpha1.CARotationDroppingOldCA, Step: Drop}},
 		// A source (a user's Secret, cert-manager) brings the next CA:

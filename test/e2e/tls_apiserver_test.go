@@ -55,11 +55,48 @@ type secondAPIServer struct {
 	r     *rollCluster
 	token string
 	pod   *corev1.Pod
+	// etcdSecret holds its etcd client files (ca.crt, tls.crt, tls.key):
+	// the administrators' Secret when empty.
+	etcdSecret string
+}
+
+// importAPIServer serializes the tests' imports of the kube-apiserver
+// image: two builds of one tarball at once would write the same file.
+var importAPIServer sync.Mutex
+
+// newSecondAPIServer imports the local cluster's kube-apiserver as an image
+// and writes the Secret of its token and service account key; start runs
+// it. It returns the image.
+func newSecondAPIServer(ctx context.Context, r *rollCluster) (*secondAPIServer, string) {
+	assets, err := env.Layout.EnvtestAssets(ctx, localcluster.NewProgress(io.Discard))
+	r.g.Expect(err).NotTo(HaveOccurred())
+	image := "localhost/localcluster/kube-apiserver:" + env.Versions.Kubernetes
+	importAPIServer.Lock()
+	_, err = env.Layout.ImportImage(ctx, localcluster.StaticBinaryImageSpec(image, filepath.Join(assets, "kube-apiserver"), "/kube-apiserver"))
+	importAPIServer.Unlock()
+	r.g.Expect(err).NotTo(HaveOccurred())
+	// kube-apiserver reads only RSA and ECDSA service account keys.
+	sa, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	r.g.Expect(err).NotTo(HaveOccurred())
+	saDER, err := x509.MarshalECPrivateKey(sa)
+	r.g.Expect(err).NotTo(HaveOccurred())
+	saKey := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER})
+	a := &secondAPIServer{r: r, token: rand.String(32)}
+	r.g.Expect(r.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "second-apiserver-auth", Namespace: r.ns},
+		Data: map[string][]byte{
+			"token.csv": []byte(a.token + ",admin,admin,system:masters\n"),
+			"sa.key":    saKey,
+		}})).To(Succeed())
+	return a, image
 }
 
 func (a *secondAPIServer) start(ctx context.Context, image string) {
 	r := a.r
 	name := "apiserver-" + rand.String(4)
+	etcdSecret := a.etcdSecret
+	if etcdSecret == "" {
+		etcdSecret = v1alpha1.AdminClientSecretName(r.name)
+	}
 	mount := func(vol, path string) corev1.VolumeMount {
 		return corev1.VolumeMount{Name: vol, MountPath: path, ReadOnly: path != "/var/run/apiserver"}
 	}
@@ -84,7 +121,7 @@ func (a *secondAPIServer) start(ctx context.Context, image string) {
 				VolumeMounts:    []corev1.VolumeMount{mount("etcd", "/etcd"), mount("auth", "/auth"), mount("work", "/var/run/apiserver")},
 			}},
 			Volumes: []corev1.Volume{
-				{Name: "etcd", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: v1alpha1.AdminClientSecretName(r.name)}}},
+				{Name: "etcd", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: etcdSecret}}},
 				{Name: "auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "second-apiserver-auth"}}},
 				{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
@@ -145,23 +182,7 @@ func TestTLSClusterAsAKubernetesDatastore(t *testing.T) {
 		c.Spec.TLS = &v1alpha1.TLSSpec{}
 		framework.AllowE2EClients(c)
 	})
-	assets, err := env.Layout.EnvtestAssets(ctx, localcluster.NewProgress(io.Discard))
-	r.g.Expect(err).NotTo(HaveOccurred())
-	image := "localhost/localcluster/kube-apiserver:" + env.Versions.Kubernetes
-	_, err = env.Layout.ImportImage(ctx, localcluster.StaticBinaryImageSpec(image, filepath.Join(assets, "kube-apiserver"), "/kube-apiserver"))
-	r.g.Expect(err).NotTo(HaveOccurred())
-	// kube-apiserver reads only RSA and ECDSA service account keys.
-	sa, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
-	r.g.Expect(err).NotTo(HaveOccurred())
-	saDER, err := x509.MarshalECPrivateKey(sa)
-	r.g.Expect(err).NotTo(HaveOccurred())
-	saKey := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER})
-	a := &secondAPIServer{r: r, token: rand.String(32)}
-	r.g.Expect(r.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "second-apiserver-auth", Namespace: r.ns},
-		Data: map[string][]byte{
-			"token.csv": []byte(a.token + ",admin,admin,system:masters\n"),
-			"sa.key":    saKey,
-		}})).To(Succeed())
+	a, image := newSecondAPIServer(ctx, r)
 	a.start(ctx, image)
 
 	var mu sync.Mutex

@@ -102,6 +102,7 @@ func (r *Reconciler) rotateCAs(ctx context.Context, s *scope, published map[stri
 			LeafLifetime: leafLife, Now: s.now,
 			OnBundle: s.onBundle(sec), Behind: s.behind(sec),
 			Rolling: s.rollingOtherwise() || sec.sourceRotating(), Paused: s.cluster.Spec.Rollout.Paused,
+			KeepOld: keepOldCA(s.cluster),
 		}
 		if in.Previous {
 			in.Switched = r.switched(ctx, s, sec, published)
@@ -364,12 +365,24 @@ func (s *scope) targetTLS(m *v1alpha1.EtcdMember) *v1alpha1.MemberTLS {
 	return out
 }
 
-// rotationPaused: spec.rollout.paused holds some section's switch.
+// keepOldCA: the cluster's v1alpha1.KeepOldCAAnnotation holds pass 3.
+func keepOldCA(c *v1alpha1.EtcdCluster) bool {
+	return c.Annotations[v1alpha1.KeepOldCAAnnotation] != ""
+}
+
+// rotationPaused: a person holds some section's rotation, spec.rollout.paused
+// its switch or v1alpha1.KeepOldCAAnnotation its drop of the old CA; the
+// conditions say RolloutPaused, what a person has to undo.
 func (s *scope) rotationPaused() bool {
 	if s.tls == nil || s.tls.peer == nil || s.tls.client == nil {
 		return false
 	}
-	return s.tls.peer.wait == carotation.WaitPaused || s.tls.client.wait == carotation.WaitPaused
+	for _, w := range []carotation.Wait{s.tls.peer.wait, s.tls.client.wait} {
+		if w == carotation.WaitPaused || w == carotation.WaitKeepOld {
+			return true
+		}
+	}
+	return false
 }
 
 // rotationSummary says each section's pass, for the CARotating reason.
@@ -387,6 +400,10 @@ func (s *scope) rotationSummary() string {
 			}
 			parts = append(parts, sec.name+" CA: pass 1 of 3, members restart to trust the old and the new CA")
 		case v1alpha1.CARotationSwitchingCertificates:
+			if sec.wait == carotation.WaitKeepOld {
+				parts = append(parts, sec.name+" CA: pass 2 of 3 done, every member serves certificates of the new CA and trusts the old one too; annotation "+v1alpha1.KeepOldCAAnnotation+" holds dropping the old CA")
+				continue
+			}
 			parts = append(parts, sec.name+" CA: pass 2 of 3, waiting for every member to serve certificates of the new CA")
 		case v1alpha1.CARotationDroppingOldCA:
 			parts = append(parts, sec.name+" CA: pass 3 of 3, members restart to trust the new CA alone")

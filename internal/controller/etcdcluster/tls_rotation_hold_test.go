@@ -225,3 +225,37 @@ func TestCARotation_AStuckPassReportsDeadlineExceeded(t *testing.T) {
 	h.g.Expect(h.condition(v1alpha1.StalledCondition).Status).To(Equal(metav1.ConditionFalse))
 	h.g.Expect(h.cluster().Status.ProgressDeadline).To(BeNil(), "cleared in the pass the cluster is Ready again, which may be the last for long")
 }
+
+// The keep-old-ca annotation holds a rotation at the end of pass 2, which
+// the pause cannot catch (it holds pass 1's restarts too): passes 1 and 2
+// run, every member serves the new certificates and trusts both CAs, and
+// the old CA is neither dropped nor is any member restarted until the
+// annotation goes; the conditions say so.
+func TestCARotation_KeepOldCAHoldsTheDrop(t *testing.T) {
+	h := newHarness(t)
+	names := h.formedTLS(&v1alpha1.TLSSpec{})
+	h.serveFromSecrets()
+	h.annotate(v1alpha1.KeepOldCAAnnotation, "true")
+	h.annotate(v1alpha1.RotateCAAnnotation, "r1")
+	h.rollThrough(names, func() bool { _, _, prev := h.caOf("peer"); return prev })
+	h.g.Expect(h.onTwoPeerCAs(names)).To(Equal(3), "pass 1 ran under the annotation")
+	h.passes(10)
+	for _, section := range []string{"peer", "client"} {
+		_, next, prev := h.caOf(section)
+		h.g.Expect(next).To(BeFalse(), section)
+		h.g.Expect(prev).To(BeTrue(), "%s: the old CA is kept", section)
+		h.g.Expect(h.rotation(section)).To(Equal(v1alpha1.CARotationSwitchingCertificates), section)
+	}
+	h.g.Expect(h.onTwoPeerCAs(names)).To(Equal(3), "no member restarts onto the new CA alone")
+	h.expectNoRestartInFlight(names, "held")
+	for _, c := range []string{v1alpha1.ProgressingCondition, v1alpha1.ReadyCondition} {
+		h.g.Expect(h.condition(c).Reason).To(Equal(v1alpha1.RolloutPausedReason), c)
+		h.g.Expect(h.condition(c).Message).To(ContainSubstring(v1alpha1.KeepOldCAAnnotation+" holds dropping the old CA"), c)
+	}
+
+	h.annotate(v1alpha1.KeepOldCAAnnotation, "")
+	h.rollThrough(names, func() bool { return h.rotation("peer") == "" && h.rotation("client") == "" })
+	h.passes(1)
+	h.g.Expect(h.onTwoPeerCAs(names)).To(BeZero(), "pass 3 ran once the annotation went")
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+}

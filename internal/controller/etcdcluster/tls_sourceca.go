@@ -151,6 +151,7 @@ func (r *Reconciler) sourceInput(ctx context.Context, s *scope, sec *tlsSection,
 		// (the client side with mutual TLS) is not rotating meanwhile.
 		Rolling: s.rollingOtherwise() || sec.phase != "",
 		Paused:  s.cluster.Spec.Rollout.Paused,
+		KeepOld: keepOldCA(s.cluster),
 	}
 	if in.Previous {
 		in.Switched = r.switchedSource(ctx, s, sec, published)
