@@ -91,7 +91,7 @@ func TestReservedPrefixCoversTheOperatorsKeys(t *testing.T) {
 	g := NewWithT(t)
 	for _, k := range []string{v1alpha1.ClusterLabel, v1alpha1.MemberLabel, v1alpha1.RoleLabel, v1alpha1.ScheduleLabel,
 		v1alpha1.SnapshotLabel, v1alpha1.PreUpgradeLabel, v1alpha1.JobKindLabel, v1alpha1.IssueClientCertificateAnnotation,
-		v1alpha1.RotateCAAnnotation, v1alpha1.KeepOldCAAnnotation} {
+		v1alpha1.RotateCAAnnotation, v1alpha1.KeepOldCAAnnotation, v1alpha1.ReleasePlaintextAnnotation} {
 		g.Expect(k).To(HavePrefix(v1alpha1.ReservedPrefix))
 	}
 }
