@@ -63,8 +63,20 @@ type EpochRecord struct {
 	LongestWriteOutage Seconds   `json:"longestWriteOutageSeconds"`
 	OutageStarted      time.Time `json:"outageStarted"`
 	Visualization      string    `json:"visualization,omitempty"`
-	// Lost are the keys whose final value no acknowledged write explains.
+	// Lost are the writes lost, invented, repeated or reordered: keys whose
+	// final value no acknowledged write explains, and writes that etcd's
+	// own history of the keys does not hold as acknowledged.
 	Lost []string `json:"lost,omitempty"`
+	// StartRevision is the cluster's revision before the epoch's first
+	// call; its keys' history is replayed from there.
+	StartRevision int64 `json:"startRevision"`
+	// WritesChecked counts the acknowledged writes found in that history.
+	WritesChecked int `json:"writesChecked"`
+	// HashRevision is the revision every member hashed its store at when
+	// the epoch ended, Hashes what each answered; empty when the epoch's
+	// faults left no cluster to hash.
+	HashRevision int64        `json:"hashRevision,omitempty"`
+	Hashes       []MemberHash `json:"hashes,omitempty"`
 }
 
 // SelfTestRecord is the check of the checker: a planted stale read it must
@@ -111,6 +123,12 @@ type Report struct {
 	Violations   int `json:"linearizabilityViolations"`
 	Inconclusive int `json:"inconclusiveChecks"`
 	LostWrites   int `json:"lostWrites"`
+	// WritesChecked counts the acknowledged writes found in etcd's history.
+	WritesChecked int `json:"writesChecked"`
+	// HashChecks counts the epochs whose members were hashed at a common
+	// revision, MembersHashed the hashes compared.
+	HashChecks    int `json:"hashChecks"`
+	MembersHashed int `json:"membersHashed"`
 
 	InvariantViolations []Violation `json:"invariantViolations,omitempty"`
 
@@ -147,11 +165,17 @@ func (r *Report) Summarize() {
 	}
 	r.KindsSeen = len(r.FaultsByKind)
 	r.Operations, r.Acknowledged, r.Violations, r.Inconclusive, r.LostWrites = 0, 0, 0, 0, 0
+	r.WritesChecked, r.HashChecks, r.MembersHashed = 0, 0, 0
 	r.LongestWriteOutage = 0
 	for _, e := range r.Epochs {
 		r.Operations += e.Operations
 		r.Acknowledged += e.Acknowledged
 		r.LostWrites += len(e.Lost)
+		r.WritesChecked += e.WritesChecked
+		if len(e.Hashes) > 0 {
+			r.HashChecks++
+			r.MembersHashed += len(e.Hashes)
+		}
 		switch e.Result {
 		case "Illegal":
 			r.Violations++
@@ -200,7 +224,8 @@ func (r *Report) Table() string {
 	}
 	fmt.Fprintf(w, "operations checked\t%d in %d histories, %d writes acknowledged\n", r.Operations, len(r.Epochs), r.Acknowledged)
 	fmt.Fprintf(w, "linearizability violations\t%d (and %d checks that ran out of time)\n", r.Violations, r.Inconclusive)
-	fmt.Fprintf(w, "acknowledged writes lost\t%d\n", r.LostWrites)
+	fmt.Fprintf(w, "acknowledged writes lost\t%d (%d acknowledged writes found in etcd's history)\n", r.LostWrites, r.WritesChecked)
+	fmt.Fprintf(w, "HashKV compared\t%d histories, %d member hashes\n", r.HashChecks, r.MembersHashed)
 	fmt.Fprintf(w, "invariant violations\t%d\n", len(r.InvariantViolations))
 	fmt.Fprintf(w, "longest fault to Ready\t%s (%s, %s)\n", r.LongestToReady.Took, r.LongestToReady.Kind, r.LongestToReady.Step)
 	fmt.Fprintf(w, "longest write outage\t%s (%s, history %d)\n", r.LongestWriteOutage, r.WriteOutageCluster, r.WriteOutageEpoch)

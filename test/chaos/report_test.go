@@ -21,8 +21,10 @@ func sampleReport() *Report {
 			{Kind: OperatorDown, Step: "global#0", ToReady: Seconds(30 * time.Second)},
 		},
 		Epochs: []EpochRecord{
-			{Cluster: "c3", Index: 0, Operations: 1000, Acknowledged: 300, Result: "Ok", LongestWriteOutage: Seconds(2 * time.Second)},
-			{Cluster: "c5", Index: 3, Operations: 2000, Acknowledged: 600, Result: "Ok", LongestWriteOutage: Seconds(3500 * time.Millisecond), OutageStarted: t0.Add(time.Minute)},
+			{Cluster: "c3", Index: 0, Operations: 1000, Acknowledged: 300, Result: "Ok", LongestWriteOutage: Seconds(2 * time.Second),
+				WritesChecked: 300, HashRevision: 90, Hashes: []MemberHash{{Member: "a"}, {Member: "b"}, {Member: "c"}}},
+			{Cluster: "c5", Index: 3, Operations: 2000, Acknowledged: 600, Result: "Ok", LongestWriteOutage: Seconds(3500 * time.Millisecond), OutageStarted: t0.Add(time.Minute),
+				WritesChecked: 600},
 		},
 		SelfTest: &SelfTestRecord{Caught: true, Result: "Illegal", Operations: 900},
 	}
@@ -40,6 +42,9 @@ func TestSummarize(t *testing.T) {
 	}
 	if r.Operations != 3000 || r.Acknowledged != 900 || r.LongestWriteOutage != Seconds(3500*time.Millisecond) || r.WriteOutageCluster != "c5" || r.WriteOutageEpoch != 3 {
 		t.Fatalf("ops %d, acked %d, outage %s in %s/%d", r.Operations, r.Acknowledged, r.LongestWriteOutage, r.WriteOutageCluster, r.WriteOutageEpoch)
+	}
+	if r.WritesChecked != 900 || r.HashChecks != 1 || r.MembersHashed != 3 {
+		t.Fatalf("writes checked %d, hash checks %d of %d members", r.WritesChecked, r.HashChecks, r.MembersHashed)
 	}
 	if !r.Passed() {
 		t.Fatal("a clean run did not pass")
@@ -74,7 +79,7 @@ func TestTableAndJSON(t *testing.T) {
 		"PASSED, seed 1234", "faults injected", "4, of 3 kinds", "kill", "2, longest to Ready 12s",
 		"operations checked", "3000", "linearizability violations", "acknowledged writes lost",
 		"longest fault to Ready", "41s (wipe-seed, c5#0)", "longest write outage", "3.5s (c5, history 3)",
-		"caught=true",
+		"caught=true", "900 acknowledged writes found in etcd's history", "1 histories, 3 member hashes",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
