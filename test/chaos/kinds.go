@@ -30,6 +30,16 @@ const (
 	Partition Kind = "partition"
 	// DiskFill fills a Memory member's tmpfs until ENOSPC.
 	DiskFill Kind = "disk-fill"
+	// PauseLeader stops the leader's etcd with SIGSTOP for a while and
+	// resumes it: its sockets stay open and silent, as on a stuck disk or a
+	// starved CPU, until the others elect a new leader; back, it still
+	// believes it leads for a moment.
+	PauseLeader Kind = "pause-leader"
+	// PauseFollower does the same to a member that does not lead.
+	PauseFollower Kind = "pause-follower"
+	// PeerLoss drops a share of the member's packets on the peer port, both
+	// ways, for a while.
+	PeerLoss Kind = "peer-loss"
 
 	// CrashScaleUp scales a 3-member cluster to 5.
 	CrashScaleUp Kind = "operator-crash-scale-up"
@@ -50,6 +60,7 @@ const (
 // AllKinds lists every kind, in a fixed order for reports.
 var AllKinds = []Kind{
 	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill,
+	PauseLeader, PauseFollower, PeerLoss,
 	CrashScaleUp, CrashScaleDown, CrashReplace, CrashRollout,
 	NodeStop, OperatorDown,
 }
@@ -57,13 +68,24 @@ var AllKinds = []Kind{
 // ShortKinds are the fast faults of the run inside make test.
 var ShortKinds = []Kind{
 	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition,
+	PauseLeader, PauseFollower, PeerLoss,
 	CrashReplace, CrashRollout, OperatorDown,
 }
 
 // IsMemberFault reports a fault that takes exactly one member down.
 func (k Kind) IsMemberFault() bool {
 	switch k {
-	case Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill:
+	case Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill, PauseLeader, PauseFollower, PeerLoss:
+		return true
+	}
+	return false
+}
+
+// Holds reports a member fault that lasts a drawn hold and then lifts
+// itself, leaving the member where it was.
+func (k Kind) Holds() bool {
+	switch k {
+	case Partition, PauseLeader, PauseFollower, PeerLoss:
 		return true
 	}
 	return false

@@ -44,7 +44,9 @@ func TestChaosShort(t *testing.T) {
 	g.Expect(rep.SelfTest.Caught).To(BeTrue(), "the checker caught the planted stale read")
 	g.Expect(rep.Violations).To(BeZero())
 	g.Expect(rep.LostWrites).To(BeZero())
-	g.Expect(rep.FaultsTotal).To(BeNumerically(">=", 20))
-	g.Expect(rep.KindsSeen).To(BeNumerically(">=", 6))
+	g.Expect(rep.FaultsTotal).To(BeNumerically(">=", 25))
+	g.Expect(rep.KindsSeen).To(BeNumerically(">=", 8))
+	g.Expect(rep.HashChecks).To(BeNumerically(">=", 20), "the members' HashKV was compared after most steps")
+	g.Expect(rep.WritesChecked).To(BeNumerically(">", 1000), "acknowledged writes were found in etcd's history")
 	g.Expect(rep.Acknowledged).To(BeNumerically(">", 1000), "writes went on throughout")
 }

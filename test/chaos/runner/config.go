@@ -32,13 +32,16 @@ var shortTiming = chaos.Timing{
 	OperatorDownHold: chaos.Span{Min: 3 * time.Second, Max: 10 * time.Second},
 	CrashAfter:       chaos.Span{Min: 0, Max: 10 * time.Second},
 	OverlapDelay:     chaos.Span{Min: 0, Max: 5 * time.Second},
+	PauseHold:        chaos.Span{Min: 1 * time.Second, Max: 10 * time.Second},
+	PeerLossHold:     chaos.Span{Min: 5 * time.Second, Max: 30 * time.Second},
+	PeerLossPercent:  [2]int{20, 50},
 	MemoryIdle:       chaos.Span{Min: 30 * time.Second, Max: 2 * time.Minute},
 }
 
 // ShortConfig is the run inside make test: two 3-member clusters on
 // volumes, each drawing every fast member fault and the replacement and
 // rollout under an operator crash, and operator outages between their
-// steps, for about five minutes and at least 20 faults.
+// steps, for about five minutes and at least 25 faults.
 func ShortConfig(seed uint64, ns, artifacts string) Config {
 	kinds := slices.DeleteFunc(slices.Clone(chaos.ShortKinds), func(k chaos.Kind) bool { return k.IsGlobal() })
 	idle := chaos.Span{Min: 0, Max: 2 * time.Second}
@@ -50,7 +53,7 @@ func ShortConfig(seed uint64, ns, artifacts string) Config {
 		},
 		GlobalKinds: []chaos.Kind{chaos.OperatorDown},
 		GlobalEvery: [2]int{4, 7},
-		Duration:    4 * time.Minute, MinFaults: 20, MaxFaults: 40,
+		Duration:    4 * time.Minute, MinFaults: 25, MaxFaults: 40,
 		Timing: shortTiming, NodeLostAfter: 15, SelfTest: true,
 	}
 }

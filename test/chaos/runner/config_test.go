@@ -7,16 +7,17 @@ import (
 	"github.com/quorumctl/etcd-operator/test/chaos"
 )
 
-// The short run's lanes, drawn as the runner draws them, cover at least six
-// kinds within the first 20 faults, and every step keeps the overlap rule.
-func TestShortConfigCoversSixKindsInTwentyFaults(t *testing.T) {
+// The short run's lanes, drawn as the runner draws them, cover at least
+// eight kinds within the first 25 faults, and every step keeps the overlap
+// rule.
+func TestShortConfigCoversEightKindsInTwentyFiveFaults(t *testing.T) {
 	for seed := uint64(1); seed <= 50; seed++ {
 		cfg := ShortConfig(seed, "ns", t.TempDir())
 		kinds := map[chaos.Kind]bool{}
 		faults := 0
 		for i, c := range cfg.Clusters {
 			s := chaos.NewLaneScheduler(seed, i, chaos.LaneConfig{Cluster: c.Name, Replicas: c.Replicas, Kinds: c.Kinds, Idle: c.Idle}, cfg.Timing)
-			for range 10 {
+			for range 13 {
 				step := s.Next()
 				if err := chaos.Admissible(step); err != nil {
 					t.Fatalf("seed %d: %v", seed, err)
@@ -27,8 +28,8 @@ func TestShortConfigCoversSixKindsInTwentyFaults(t *testing.T) {
 				}
 			}
 		}
-		if faults < 20 || len(kinds) < 6 {
-			t.Fatalf("seed %d: %d faults of %d kinds in 10 steps per lane", seed, faults, len(kinds))
+		if faults < 25 || len(kinds) < 8 {
+			t.Fatalf("seed %d: %d faults of %d kinds in 13 steps per lane", seed, faults, len(kinds))
 		}
 	}
 }

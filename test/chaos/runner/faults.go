@@ -122,6 +122,11 @@ func (r *run) inject(ctx context.Context, f chaos.Fault, name string) error {
 		return r.env.RestartEtcd(ctx, ns, name)
 	case chaos.Partition:
 		return r.partition(ctx, name, f.Hold)
+	case chaos.PauseLeader, chaos.PauseFollower:
+		_, err := r.env.PauseMember(ctx, ns, name, f.Hold)
+		return err
+	case chaos.PeerLoss:
+		return r.peerLoss(ctx, name, f.Hold, f.Percent)
 	case chaos.DiskFill:
 		return r.fillDisk(ctx, name)
 	}
@@ -149,6 +154,28 @@ func (r *run) partition(ctx context.Context, name string, hold time.Duration) er
 	healCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return framework.HealPartition(healCtx, pod)
+}
+
+// peerLoss makes the member lose percent of its packets on the peer port,
+// both ways, for hold, then heals it. The rule stops matching on its own a
+// little after hold should the heal not happen.
+func (r *run) peerLoss(ctx context.Context, name string, hold time.Duration, percent int) error {
+	pod, err := r.env.Clientset.CoreV1().Pods(r.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if err := framework.LosePackets(ctx, pod, time.Now().Add(hold+time.Minute), percent, v1alpha1.PeerPort); err != nil {
+		return err
+	}
+	t := time.NewTimer(hold)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	healCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return framework.HealPacketLoss(healCtx, pod)
 }
 
 // fillDisk writes zeros into the member's tmpfs until it is full and checks
