@@ -70,6 +70,20 @@ func TestSummarize(t *testing.T) {
 	if r.Violations != 1 || r.LostWrites != 2 {
 		t.Fatalf("violations %d, lost %d", r.Violations, r.LostWrites)
 	}
+	// The self-test's epoch is illegal by design: it does not count, but
+	// its operations, writes and lost writes do.
+	r = sampleReport()
+	r.Epochs = append(r.Epochs, EpochRecord{Cluster: "c3", Index: 1, SelfTest: true, Result: "Illegal", Operations: 50, Lost: []string{"x"}})
+	r.Summarize()
+	if r.Violations != 0 || r.Inconclusive != 0 || r.Operations != 3050 || r.LostWrites != 1 {
+		t.Fatalf("with the self-test's epoch: violations %d, inconclusive %d, operations %d, lost %d", r.Violations, r.Inconclusive, r.Operations, r.LostWrites)
+	}
+	// Counted as an ordinary epoch, the planted read fails the run.
+	r.Epochs[2].SelfTest, r.Epochs[2].Lost = false, nil
+	r.Summarize()
+	if r.Violations != 1 || r.Passed() {
+		t.Fatalf("the planted read counted: violations %d, passed %t", r.Violations, r.Passed())
+	}
 }
 
 func TestTableAndJSON(t *testing.T) {

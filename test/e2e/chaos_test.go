@@ -34,6 +34,8 @@ func TestChaosShort(t *testing.T) {
 	artifacts := filepath.Join(env.RepoRoot, ".cache", "artifacts", "chaos-short", fmt.Sprint(seed))
 	cfg := runner.ShortConfig(seed, ns, artifacts)
 	cfg.Logf = t.Logf
+	// CHAOS_PLANT_STALE_READ=1 shows the run fails on the self-test's read.
+	cfg.PlantInRun = runner.PlantInRunFromEnv()
 	rep, err := runner.Run(ctx, env, cfg)
 	if rep != nil {
 		t.Logf("\n%s", rep.Table())

@@ -24,6 +24,11 @@ func SeedFromEnv() (uint64, error) {
 	return seed, nil
 }
 
+// PlantInRunFromEnv reads CHAOS_PLANT_STALE_READ: when it is 1, the
+// self-test's planted stale read counts as an ordinary epoch's, and the run
+// must fail with it.
+func PlantInRunFromEnv() bool { return os.Getenv("CHAOS_PLANT_STALE_READ") == "1" }
+
 // shortTiming keeps each fault of the short run short: partitions and
 // outages of seconds, the operator killed early in an operation.
 var shortTiming = chaos.Timing{

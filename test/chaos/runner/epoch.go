@@ -39,6 +39,8 @@ type epoch struct {
 	// startRev is the cluster's revision before the workload's first call.
 	startRev int64
 	w        *linearizability.Workload
+	// selfTest marks the self-test's epoch, whose history must be illegal.
+	selfTest bool
 }
 
 func (r *run) nextEpoch(cluster string) int {
@@ -96,6 +98,7 @@ func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 		LongestWriteOutage: chaos.Seconds(rep.LongestWriteOutage),
 		OutageStarted:      r.historyStart(e).Add(rep.WriteOutageStart),
 		StartRevision:      e.startRev,
+		SelfTest:           e.selfTest,
 	}
 	for _, n := range rep.Failed {
 		rec.Failed += n
@@ -135,7 +138,10 @@ func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 		}
 	}
 	var errs []error
-	if rep.Result != porcupine.Ok {
+	switch {
+	case e.selfTest && rep.Result != porcupine.Illegal:
+		errs = append(errs, fmt.Errorf("history %s: the self-test's planted stale read was not caught: %s", name, rep))
+	case !e.selfTest && rep.Result != porcupine.Ok:
 		errs = append(errs, fmt.Errorf("history %s: %w", name, rep.Err()))
 	}
 	if len(rec.Lost) > 0 {

@@ -60,6 +60,10 @@ type Config struct {
 	// SelfTest plants a stale read on a live cluster first and requires the
 	// checker to catch it.
 	SelfTest bool
+	// PlantInRun counts the self-test's epoch as an ordinary one: its
+	// planted stale read must then fail the run, which shows the read
+	// reaches the run's verdict (CHAOS_PLANT_STALE_READ=1).
+	PlantInRun bool
 	// Artifacts is where the report, histories and dumps go.
 	Artifacts string
 	Logf      func(format string, args ...any)
