@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Kind is a kind of fault.
@@ -40,6 +41,9 @@ const (
 	// PeerLoss drops a share of the member's packets on the peer port, both
 	// ways, for a while.
 	PeerLoss Kind = "peer-loss"
+	// PeerLatency holds each of the member's packets on the peer port, both
+	// ways, for PeerLatencyMean give or take PeerLatencyJitter, for a while.
+	PeerLatency Kind = "peer-latency"
 
 	// CrashScaleUp scales a 3-member cluster to 5.
 	CrashScaleUp Kind = "operator-crash-scale-up"
@@ -57,10 +61,17 @@ const (
 	OperatorDown Kind = "operator-down"
 )
 
+// The latency of PeerLatency, per packet and direction: etcd's robustness
+// suite's 75 ± 50 ms.
+const (
+	PeerLatencyMean   = 75 * time.Millisecond
+	PeerLatencyJitter = 50 * time.Millisecond
+)
+
 // AllKinds lists every kind, in a fixed order for reports.
 var AllKinds = []Kind{
 	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill,
-	PauseLeader, PauseFollower, PeerLoss,
+	PauseLeader, PauseFollower, PeerLoss, PeerLatency,
 	CrashScaleUp, CrashScaleDown, CrashReplace, CrashRollout,
 	NodeStop, OperatorDown,
 }
@@ -68,14 +79,14 @@ var AllKinds = []Kind{
 // ShortKinds are the fast faults of the run inside make test.
 var ShortKinds = []Kind{
 	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition,
-	PauseLeader, PauseFollower, PeerLoss,
+	PauseLeader, PauseFollower, PeerLoss, PeerLatency,
 	CrashReplace, CrashRollout, OperatorDown,
 }
 
 // IsMemberFault reports a fault that takes exactly one member down.
 func (k Kind) IsMemberFault() bool {
 	switch k {
-	case Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill, PauseLeader, PauseFollower, PeerLoss:
+	case Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill, PauseLeader, PauseFollower, PeerLoss, PeerLatency:
 		return true
 	}
 	return false
@@ -85,7 +96,7 @@ func (k Kind) IsMemberFault() bool {
 // itself, leaving the member where it was.
 func (k Kind) Holds() bool {
 	switch k {
-	case Partition, PauseLeader, PauseFollower, PeerLoss:
+	case Partition, PauseLeader, PauseFollower, PeerLoss, PeerLatency:
 		return true
 	}
 	return false

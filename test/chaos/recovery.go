@@ -31,7 +31,7 @@ func RecoveryOf(k Kind) Recovery {
 	switch k {
 	case WipeSeed, WipeMember, CrashReplace:
 		return RecoverReplaced
-	case Partition, NodeStop, PauseLeader, PauseFollower, PeerLoss:
+	case Partition, NodeStop, PauseLeader, PauseFollower, PeerLoss, PeerLatency:
 		return RecoverBack
 	}
 	return RecoverRestarted

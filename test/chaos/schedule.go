@@ -44,8 +44,9 @@ type Timing struct {
 	OverlapDelay Span
 	// PauseHold is how long a paused etcd stays stopped.
 	PauseHold Span
-	// PeerLossHold is how long a member loses peer packets, and
-	// PeerLossPercent the share it loses, in percent, from [0] to [1].
+	// PeerLossHold is how long a member loses, or has delayed, its peer
+	// packets, and PeerLossPercent the share it loses, in percent, from [0]
+	// to [1].
 	PeerLossHold    Span
 	PeerLossPercent [2]int
 	// MemoryIdle is the pause before each step of a cluster whose kinds are
@@ -235,6 +236,8 @@ func (t Timing) drawHold(rng *rand.Rand, f *Fault) {
 		f.Hold = t.PartitionHold.draw(rng)
 	case PauseLeader, PauseFollower:
 		f.Hold = t.PauseHold.draw(rng)
+	case PeerLatency:
+		f.Hold = t.PeerLossHold.draw(rng)
 	case PeerLoss:
 		f.Hold = t.PeerLossHold.draw(rng)
 		lo, hi := t.PeerLossPercent[0], max(t.PeerLossPercent[0], t.PeerLossPercent[1])

@@ -327,7 +327,7 @@ func TestParseKinds(t *testing.T) {
 // the timing; the global scheduler's member faults do too.
 func TestHoldsDrawn(t *testing.T) {
 	timing := DefaultTiming
-	s := NewLaneScheduler(3, 0, LaneConfig{Cluster: "c", Replicas: 3, Kinds: []Kind{PauseLeader, PauseFollower, PeerLoss, Partition}}, timing)
+	s := NewLaneScheduler(3, 0, LaneConfig{Cluster: "c", Replicas: 3, Kinds: []Kind{PauseLeader, PauseFollower, PeerLoss, PeerLatency, Partition}}, timing)
 	seen := map[Kind]bool{}
 	for range 40 {
 		f := s.Next().Faults[0]
@@ -336,6 +336,8 @@ func TestHoldsDrawn(t *testing.T) {
 		switch f.Kind {
 		case PauseLeader, PauseFollower:
 			span = timing.PauseHold
+		case PeerLatency:
+			span = timing.PeerLossHold
 		case PeerLoss:
 			span = timing.PeerLossHold
 			if f.Percent < 20 || f.Percent > 50 {
@@ -351,7 +353,7 @@ func TestHoldsDrawn(t *testing.T) {
 			t.Errorf("%s has a loss of %d%%", f.Kind, f.Percent)
 		}
 	}
-	if len(seen) != 4 {
+	if len(seen) != 5 {
 		t.Fatalf("kinds drawn: %v", seen)
 	}
 	g := NewGlobalScheduler(3, GlobalConfig{Kinds: []Kind{OperatorDown}, Every: [2]int{1, 1}, Lanes: []GlobalLane{{Cluster: "c", Kinds: []Kind{PeerLoss}}}}, timing)
