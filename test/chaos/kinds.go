@@ -44,6 +44,9 @@ const (
 	// PeerLatency holds each of the member's packets on the peer port, both
 	// ways, for PeerLatencyMean give or take PeerLatencyJitter, for a while.
 	PeerLatency Kind = "peer-latency"
+	// SlowDisk throttles the writes of the member's etcd to its data dir's
+	// device (cgroup v1 blkio, write IOPS) for a while.
+	SlowDisk Kind = "slow-disk"
 
 	// CrashScaleUp scales a 3-member cluster to 5.
 	CrashScaleUp Kind = "operator-crash-scale-up"
@@ -71,7 +74,7 @@ const (
 // AllKinds lists every kind, in a fixed order for reports.
 var AllKinds = []Kind{
 	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill,
-	PauseLeader, PauseFollower, PeerLoss, PeerLatency,
+	PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk,
 	CrashScaleUp, CrashScaleDown, CrashReplace, CrashRollout,
 	NodeStop, OperatorDown,
 }
@@ -79,14 +82,14 @@ var AllKinds = []Kind{
 // ShortKinds are the fast faults of the run inside make test.
 var ShortKinds = []Kind{
 	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition,
-	PauseLeader, PauseFollower, PeerLoss, PeerLatency,
+	PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk,
 	CrashReplace, CrashRollout, OperatorDown,
 }
 
 // IsMemberFault reports a fault that takes exactly one member down.
 func (k Kind) IsMemberFault() bool {
 	switch k {
-	case Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill, PauseLeader, PauseFollower, PeerLoss, PeerLatency:
+	case Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill, PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk:
 		return true
 	}
 	return false
@@ -96,7 +99,7 @@ func (k Kind) IsMemberFault() bool {
 // itself, leaving the member where it was.
 func (k Kind) Holds() bool {
 	switch k {
-	case Partition, PauseLeader, PauseFollower, PeerLoss, PeerLatency:
+	case Partition, PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk:
 		return true
 	}
 	return false

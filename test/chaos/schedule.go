@@ -49,6 +49,10 @@ type Timing struct {
 	// to [1].
 	PeerLossHold    Span
 	PeerLossPercent [2]int
+	// SlowDiskHold is how long a member's disk is slow, and SlowDiskIOPS
+	// the writes per second it is allowed, from [0] to [1].
+	SlowDiskHold Span
+	SlowDiskIOPS [2]int
 	// MemoryIdle is the pause before each step of a cluster whose kinds are
 	// all slow (the disk fill's Memory cluster), so it does not dominate.
 	MemoryIdle Span
@@ -66,6 +70,8 @@ var DefaultTiming = Timing{
 	PauseHold:        Span{1 * time.Second, 10 * time.Second},
 	PeerLossHold:     Span{5 * time.Second, 40 * time.Second},
 	PeerLossPercent:  [2]int{20, 50},
+	SlowDiskHold:     Span{5 * time.Second, 40 * time.Second},
+	SlowDiskIOPS:     [2]int{4, 16},
 	MemoryIdle:       Span{30 * time.Second, 3 * time.Minute},
 }
 
@@ -81,6 +87,8 @@ type Fault struct {
 	Hold time.Duration `json:"hold,omitempty"`
 	// Percent is the share of packets a packet loss drops.
 	Percent int `json:"percent,omitempty"`
+	// IOPS is the writes per second a slow disk allows.
+	IOPS int `json:"iops,omitempty"`
 	// CrashAfter is when an operation's operator crash comes.
 	CrashAfter time.Duration `json:"crashAfter,omitempty"`
 	// Pick chooses the victim: an index into the sorted candidates.
@@ -240,9 +248,17 @@ func (t Timing) drawHold(rng *rand.Rand, f *Fault) {
 		f.Hold = t.PeerLossHold.draw(rng)
 	case PeerLoss:
 		f.Hold = t.PeerLossHold.draw(rng)
-		lo, hi := t.PeerLossPercent[0], max(t.PeerLossPercent[0], t.PeerLossPercent[1])
-		f.Percent = lo + rng.IntN(hi-lo+1)
+		f.Percent = drawInt(rng, t.PeerLossPercent)
+	case SlowDisk:
+		f.Hold = t.SlowDiskHold.draw(rng)
+		f.IOPS = drawInt(rng, t.SlowDiskIOPS)
 	}
+}
+
+// drawInt draws from r[0] to r[1], both included.
+func drawInt(rng *rand.Rand, r [2]int) int {
+	lo, hi := r[0], max(r[0], r[1])
+	return lo + rng.IntN(hi-lo+1)
 }
 
 // Admissible checks a step against the overlap rule: never more members

@@ -327,7 +327,7 @@ func TestParseKinds(t *testing.T) {
 // the timing; the global scheduler's member faults do too.
 func TestHoldsDrawn(t *testing.T) {
 	timing := DefaultTiming
-	s := NewLaneScheduler(3, 0, LaneConfig{Cluster: "c", Replicas: 3, Kinds: []Kind{PauseLeader, PauseFollower, PeerLoss, PeerLatency, Partition}}, timing)
+	s := NewLaneScheduler(3, 0, LaneConfig{Cluster: "c", Replicas: 3, Kinds: []Kind{PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk, Partition}}, timing)
 	seen := map[Kind]bool{}
 	for range 40 {
 		f := s.Next().Faults[0]
@@ -338,6 +338,11 @@ func TestHoldsDrawn(t *testing.T) {
 			span = timing.PauseHold
 		case PeerLatency:
 			span = timing.PeerLossHold
+		case SlowDisk:
+			span = timing.SlowDiskHold
+			if f.IOPS < 4 || f.IOPS > 16 {
+				t.Errorf("a slow disk of %d writes per second", f.IOPS)
+			}
 		case PeerLoss:
 			span = timing.PeerLossHold
 			if f.Percent < 20 || f.Percent > 50 {
@@ -349,11 +354,14 @@ func TestHoldsDrawn(t *testing.T) {
 		if f.Hold < span.Min || f.Hold > span.Max {
 			t.Errorf("%s holds %s, outside %v", f.Kind, f.Hold, span)
 		}
+		if f.Kind != SlowDisk && f.IOPS != 0 {
+			t.Errorf("%s allows %d writes per second", f.Kind, f.IOPS)
+		}
 		if f.Kind != PeerLoss && f.Percent != 0 {
 			t.Errorf("%s has a loss of %d%%", f.Kind, f.Percent)
 		}
 	}
-	if len(seen) != 5 {
+	if len(seen) != 6 {
 		t.Fatalf("kinds drawn: %v", seen)
 	}
 	g := NewGlobalScheduler(3, GlobalConfig{Kinds: []Kind{OperatorDown}, Every: [2]int{1, 1}, Lanes: []GlobalLane{{Cluster: "c", Kinds: []Kind{PeerLoss}}}}, timing)

@@ -40,6 +40,8 @@ var shortTiming = chaos.Timing{
 	PauseHold:        chaos.Span{Min: 1 * time.Second, Max: 10 * time.Second},
 	PeerLossHold:     chaos.Span{Min: 5 * time.Second, Max: 30 * time.Second},
 	PeerLossPercent:  [2]int{20, 50},
+	SlowDiskHold:     chaos.Span{Min: 5 * time.Second, Max: 30 * time.Second},
+	SlowDiskIOPS:     [2]int{4, 16},
 	MemoryIdle:       chaos.Span{Min: 30 * time.Second, Max: 2 * time.Minute},
 }
 

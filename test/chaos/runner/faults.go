@@ -134,6 +134,8 @@ func (r *run) inject(ctx context.Context, f chaos.Fault, name string, rec *chaos
 		return r.peerLoss(ctx, name, f.Hold, f.Percent)
 	case chaos.PeerLatency:
 		return r.peerLatency(ctx, name, f, rec)
+	case chaos.SlowDisk:
+		return r.slowDisk(ctx, name, f, rec)
 	case chaos.DiskFill:
 		return r.fillDisk(ctx, name)
 	}

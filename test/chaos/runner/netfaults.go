@@ -92,3 +92,17 @@ func waitHold(ctx context.Context, hold time.Duration) {
 	case <-ctx.Done():
 	}
 }
+
+// slowDisk throttles the member's writes to its data dir's device for hold,
+// then lifts the limit; the note says how many writes etcd got through
+// meanwhile.
+func (r *run) slowDisk(ctx context.Context, name string, f chaos.Fault, rec *chaos.FaultRecord) error {
+	t, err := r.env.ThrottleDisk(ctx, r.cfg.Namespace, name, f.IOPS, time.Now().Add(f.Hold+time.Minute))
+	if err != nil {
+		return err
+	}
+	waitHold(ctx, f.Hold)
+	writes, err := t.Lift()
+	rec.Note = fmt.Sprintf("%d write IOPS on %s for %s: %d writes made", f.IOPS, t.Device, f.Hold.Round(100*time.Millisecond), writes)
+	return err
+}

@@ -330,7 +330,11 @@ func (r *run) record(f chaos.FaultRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.report.Faults = append(r.report.Faults, f)
-	r.cfg.Logf("chaos: %-26s %-8s %-22s %s to Ready %s", f.Kind, f.Cluster, f.Victim, f.Step, f.ToReady)
+	note := ""
+	if f.Note != "" {
+		note = " (" + f.Note + ")"
+	}
+	r.cfg.Logf("chaos: %-26s %-8s %-22s %s to Ready %s%s", f.Kind, f.Cluster, f.Victim, f.Step, f.ToReady, note)
 }
 
 // violation ends the run with an invariant that did not hold.
