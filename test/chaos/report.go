@@ -120,6 +120,8 @@ type Report struct {
 	FaultsByKind map[Kind]int  `json:"faultsByKind"`
 	FaultsTotal  int           `json:"faultsTotal"`
 	KindsSeen    int           `json:"kinds"`
+	// Overlaps counts the cluster steps that had two member faults at once.
+	Overlaps int `json:"overlappingSteps"`
 
 	Epochs       []EpochRecord `json:"epochs"`
 	Operations   int           `json:"operationsChecked"`
@@ -170,6 +172,16 @@ func (r *Report) Summarize() {
 		}
 	}
 	r.KindsSeen = len(r.FaultsByKind)
+	perStep := map[string]int{}
+	r.Overlaps = 0
+	for _, f := range r.Faults {
+		if f.Kind.IsMemberFault() && f.Cluster != "" {
+			perStep[f.Cluster+"/"+f.Step]++
+			if perStep[f.Cluster+"/"+f.Step] == 2 {
+				r.Overlaps++
+			}
+		}
+	}
 	r.Operations, r.Acknowledged, r.Violations, r.Inconclusive, r.LostWrites = 0, 0, 0, 0, 0
 	r.WritesChecked, r.HashChecks, r.MembersHashed = 0, 0, 0
 	r.LongestWriteOutage = 0
@@ -224,7 +236,7 @@ func (r *Report) Table() string {
 		clusters = append(clusters, fmt.Sprintf("%s (%d members, %s)", c.Name, c.Replicas, medium))
 	}
 	fmt.Fprintf(w, "clusters\t%s\n", strings.Join(clusters, ", "))
-	fmt.Fprintf(w, "faults injected\t%d, of %d kinds\n", r.FaultsTotal, r.KindsSeen)
+	fmt.Fprintf(w, "faults injected\t%d, of %d kinds; %d steps with two member faults at once\n", r.FaultsTotal, r.KindsSeen, r.Overlaps)
 	for _, k := range AllKinds {
 		if n := r.FaultsByKind[k]; n > 0 {
 			fmt.Fprintf(w, "  %s\t%d, longest to Ready %s\n", k, n, r.ToReadyByKind[k])
@@ -251,7 +263,11 @@ func (r *Report) Table() string {
 			fmt.Fprintf(w, "  lost write\t%s history %d: %s\n", e.Cluster, e.Index, l)
 		}
 		if e.Visualization != "" {
-			fmt.Fprintf(w, "  history\t%s history %d: %s, %s\n", e.Cluster, e.Index, e.Result, e.Visualization)
+			label := "history"
+			if e.SelfTest {
+				label = "self-test's history"
+			}
+			fmt.Fprintf(w, "  %s\t%s history %d: %s, %s\n", label, e.Cluster, e.Index, e.Result, e.Visualization)
 		}
 	}
 	if r.Artifacts != "" {
