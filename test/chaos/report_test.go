@@ -43,6 +43,15 @@ func TestSummarize(t *testing.T) {
 	if r.Operations != 3000 || r.Acknowledged != 900 || r.LongestWriteOutage != Seconds(3500*time.Millisecond) || r.WriteOutageCluster != "c5" || r.WriteOutageEpoch != 3 {
 		t.Fatalf("ops %d, acked %d, outage %s in %s/%d", r.Operations, r.Acknowledged, r.LongestWriteOutage, r.WriteOutageCluster, r.WriteOutageEpoch)
 	}
+	if r.Overlaps != 0 {
+		t.Fatalf("overlaps %d in steps of one fault each", r.Overlaps)
+	}
+	two := sampleReport()
+	two.Faults = append(two.Faults, FaultRecord{Kind: PauseLeader, Cluster: "c5", Step: "c5#1"}, FaultRecord{Kind: Kill, Cluster: "c3", Step: "global#0"})
+	two.Summarize()
+	if two.Overlaps != 1 {
+		t.Fatalf("overlaps %d, want the one step of c5 with two faults", two.Overlaps)
+	}
 	if r.WritesChecked != 900 || r.HashChecks != 1 || r.MembersHashed != 3 {
 		t.Fatalf("writes checked %d, hash checks %d of %d members", r.WritesChecked, r.HashChecks, r.MembersHashed)
 	}

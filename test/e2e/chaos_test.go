@@ -48,6 +48,7 @@ func TestChaosShort(t *testing.T) {
 	g.Expect(rep.LostWrites).To(BeZero())
 	g.Expect(rep.FaultsTotal).To(BeNumerically(">=", 25))
 	g.Expect(rep.KindsSeen).To(BeNumerically(">=", 8))
+	g.Expect(rep.Overlaps).To(BeNumerically(">=", 1), "two members of the 5-member cluster were faulted at once")
 	g.Expect(rep.HashChecks).To(BeNumerically(">=", 20), "the members' HashKV was compared after most steps")
 	g.Expect(rep.WritesChecked).To(BeNumerically(">", 1000), "acknowledged writes were found in etcd's history")
 	g.Expect(rep.Acknowledged).To(BeNumerically(">", 1000), "writes went on throughout")

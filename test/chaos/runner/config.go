@@ -45,10 +45,12 @@ var shortTiming = chaos.Timing{
 	MemoryIdle:       chaos.Span{Min: 30 * time.Second, Max: 2 * time.Minute},
 }
 
-// ShortConfig is the run inside make test: two 3-member clusters on
-// volumes, each drawing every fast member fault and the replacement and
-// rollout under an operator crash, and operator outages between their
-// steps, for about five minutes and at least 25 faults.
+// ShortConfig is the run inside make test: a 3-member and a 5-member
+// cluster on volumes, each drawing every fast member fault and the
+// replacement and rollout under an operator crash, the 5-member one's
+// member faults overlapping two at a time three times in four, and operator
+// outages between their steps, for about five minutes and at least 25
+// faults.
 func ShortConfig(seed uint64, ns, artifacts string) Config {
 	kinds := slices.DeleteFunc(slices.Clone(chaos.ShortKinds), func(k chaos.Kind) bool { return k.IsGlobal() })
 	idle := chaos.Span{Min: 0, Max: 2 * time.Second}
@@ -56,11 +58,11 @@ func ShortConfig(seed uint64, ns, artifacts string) Config {
 		Seed: seed, Namespace: ns, Artifacts: artifacts,
 		Clusters: []ClusterSpec{
 			{Name: "short-a", Replicas: 3, Kinds: kinds, Idle: idle},
-			{Name: "short-b", Replicas: 3, Kinds: kinds, Idle: idle},
+			{Name: "short-b", Replicas: 5, Kinds: kinds, Idle: idle},
 		},
 		GlobalKinds: []chaos.Kind{chaos.OperatorDown},
 		GlobalEvery: [2]int{4, 7},
-		Duration:    4 * time.Minute, MinFaults: 25, MaxFaults: 40,
+		Duration:    4 * time.Minute, MinFaults: 25, MaxFaults: 40, Overlap: 0.75,
 		Timing: shortTiming, NodeLostAfter: 15, SelfTest: true,
 	}
 }
