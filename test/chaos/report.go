@@ -86,7 +86,8 @@ type EpochRecord struct {
 // history of an epoch checked as every epoch is, that it must call a
 // violation.
 type SelfTestRecord struct {
-	// Epoch is the index of the self-test's epoch in its cluster.
+	// Cluster and Epoch name the self-test's epoch.
+	Cluster       string `json:"cluster"`
 	Epoch         int    `json:"epoch"`
 	Caught        bool   `json:"caught"`
 	Result        string `json:"result"`
@@ -250,7 +251,7 @@ func (r *Report) Table() string {
 	fmt.Fprintf(w, "longest fault to Ready\t%s (%s, %s)\n", r.LongestToReady.Took, r.LongestToReady.Kind, r.LongestToReady.Step)
 	fmt.Fprintf(w, "longest write outage\t%s (%s, history %d)\n", r.LongestWriteOutage, r.WriteOutageCluster, r.WriteOutageEpoch)
 	if r.SelfTest != nil {
-		fmt.Fprintf(w, "self-test (planted stale read)\tcaught=%t, %s over %d operations (%s history %d)\n", r.SelfTest.Caught, r.SelfTest.Result, r.SelfTest.Operations, r.clusterOf(r.SelfTest.Epoch), r.SelfTest.Epoch)
+		fmt.Fprintf(w, "self-test (planted stale read)\tcaught=%t, %s over %d operations (%s history %d)\n", r.SelfTest.Caught, r.SelfTest.Result, r.SelfTest.Operations, r.SelfTest.Cluster, r.SelfTest.Epoch)
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "stopped by\t%s\n", r.Error)
@@ -275,16 +276,6 @@ func (r *Report) Table() string {
 	}
 	_ = w.Flush()
 	return b.String()
-}
-
-// clusterOf names the cluster of the self-test's epoch.
-func (r *Report) clusterOf(index int) string {
-	for _, e := range r.Epochs {
-		if e.SelfTest && e.Index == index {
-			return e.Cluster
-		}
-	}
-	return "no"
 }
 
 // WriteJSON writes the report to path, creating its directory.

@@ -26,7 +26,7 @@ func sampleReport() *Report {
 			{Cluster: "c5", Index: 3, Operations: 2000, Acknowledged: 600, Result: "Ok", LongestWriteOutage: Seconds(3500 * time.Millisecond), OutageStarted: t0.Add(time.Minute),
 				WritesChecked: 600},
 		},
-		SelfTest: &SelfTestRecord{Caught: true, Result: "Illegal", Operations: 900},
+		SelfTest: &SelfTestRecord{Caught: true, Result: "Illegal", Operations: 900, Cluster: "c3", Epoch: 0},
 	}
 	r.Summarize()
 	return r
@@ -102,7 +102,7 @@ func TestTableAndJSON(t *testing.T) {
 		"PASSED, seed 1234", "faults injected", "4, of 3 kinds", "kill", "2, longest to Ready 12s",
 		"operations checked", "3000", "linearizability violations", "acknowledged writes lost",
 		"longest fault to Ready", "41s (wipe-seed, c5#0)", "longest write outage", "3.5s (c5, history 3)",
-		"caught=true", "900 acknowledged writes found in etcd's history", "1 histories, 3 member hashes",
+		"caught=true, Illegal over 900 operations (c3 history 0)", "900 acknowledged writes found in etcd's history", "1 histories, 3 member hashes",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)

@@ -45,7 +45,10 @@ func (r *run) selfTest(ctx context.Context, cluster string) (*chaos.SelfTestReco
 	if rec == nil {
 		return nil, errors.Join(err, errors.New("the self-test's epoch was not recorded"))
 	}
-	st := &chaos.SelfTestRecord{Caught: rec.Result == "Illegal", Result: rec.Result, Operations: rec.Operations, Visualization: rec.Visualization, Epoch: rec.Index}
+	st := &chaos.SelfTestRecord{Caught: rec.Result == "Illegal", Result: rec.Result, Operations: rec.Operations, Visualization: rec.Visualization, Cluster: rec.Cluster, Epoch: rec.Index}
+	if err != nil && r.cfg.PlantInRun {
+		err = fmt.Errorf("the planted stale read, counted as an ordinary epoch's (CHAOS_PLANT_STALE_READ=1), failed the run: %w", err)
+	}
 	return st, err
 }
 
