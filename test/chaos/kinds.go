@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Kind is a kind of fault.
@@ -30,6 +31,22 @@ const (
 	Partition Kind = "partition"
 	// DiskFill fills a Memory member's tmpfs until ENOSPC.
 	DiskFill Kind = "disk-fill"
+	// PauseLeader stops the leader's etcd with SIGSTOP for a while and
+	// resumes it: its sockets stay open and silent, as on a stuck disk or a
+	// starved CPU, until the others elect a new leader; back, it still
+	// believes it leads for a moment.
+	PauseLeader Kind = "pause-leader"
+	// PauseFollower does the same to a member that does not lead.
+	PauseFollower Kind = "pause-follower"
+	// PeerLoss drops a share of the member's packets on the peer port, both
+	// ways, for a while.
+	PeerLoss Kind = "peer-loss"
+	// PeerLatency holds each of the member's packets on the peer port, both
+	// ways, for PeerLatencyMean give or take PeerLatencyJitter, for a while.
+	PeerLatency Kind = "peer-latency"
+	// SlowDisk throttles the writes of the member's etcd to its data dir's
+	// device (cgroup v1 blkio, write IOPS) for a while.
+	SlowDisk Kind = "slow-disk"
 
 	// CrashScaleUp scales a 3-member cluster to 5.
 	CrashScaleUp Kind = "operator-crash-scale-up"
@@ -47,9 +64,17 @@ const (
 	OperatorDown Kind = "operator-down"
 )
 
+// The latency of PeerLatency, per packet and direction: etcd's robustness
+// suite's 75 ± 50 ms.
+const (
+	PeerLatencyMean   = 75 * time.Millisecond
+	PeerLatencyJitter = 50 * time.Millisecond
+)
+
 // AllKinds lists every kind, in a fixed order for reports.
 var AllKinds = []Kind{
 	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill,
+	PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk,
 	CrashScaleUp, CrashScaleDown, CrashReplace, CrashRollout,
 	NodeStop, OperatorDown,
 }
@@ -57,13 +82,24 @@ var AllKinds = []Kind{
 // ShortKinds are the fast faults of the run inside make test.
 var ShortKinds = []Kind{
 	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition,
+	PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk,
 	CrashReplace, CrashRollout, OperatorDown,
 }
 
 // IsMemberFault reports a fault that takes exactly one member down.
 func (k Kind) IsMemberFault() bool {
 	switch k {
-	case Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill:
+	case Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill, PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk:
+		return true
+	}
+	return false
+}
+
+// Holds reports a member fault that lasts a drawn hold and then lifts
+// itself, leaving the member where it was.
+func (k Kind) Holds() bool {
+	switch k {
+	case Partition, PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk:
 		return true
 	}
 	return false

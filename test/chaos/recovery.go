@@ -31,7 +31,7 @@ func RecoveryOf(k Kind) Recovery {
 	switch k {
 	case WipeSeed, WipeMember, CrashReplace:
 		return RecoverReplaced
-	case Partition, NodeStop:
+	case Partition, NodeStop, PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk:
 		return RecoverBack
 	}
 	return RecoverRestarted

@@ -63,13 +63,32 @@ type EpochRecord struct {
 	LongestWriteOutage Seconds   `json:"longestWriteOutageSeconds"`
 	OutageStarted      time.Time `json:"outageStarted"`
 	Visualization      string    `json:"visualization,omitempty"`
-	// Lost are the keys whose final value no acknowledged write explains.
+	// Lost are the writes lost, invented, repeated or reordered: keys whose
+	// final value no acknowledged write explains, and writes that etcd's
+	// own history of the keys does not hold as acknowledged.
 	Lost []string `json:"lost,omitempty"`
+	// StartRevision is the cluster's revision before the epoch's first
+	// call; its keys' history is replayed from there.
+	StartRevision int64 `json:"startRevision"`
+	// WritesChecked counts the acknowledged writes found in that history.
+	WritesChecked int `json:"writesChecked"`
+	// HashRevision is the revision every member hashed its store at when
+	// the epoch ended, Hashes what each answered; empty when the epoch's
+	// faults left no cluster to hash.
+	HashRevision int64        `json:"hashRevision,omitempty"`
+	Hashes       []MemberHash `json:"hashes,omitempty"`
+	// SelfTest marks the self-test's epoch: a planted stale read makes its
+	// history illegal, which the run expects and does not count.
+	SelfTest bool `json:"selfTest,omitempty"`
 }
 
-// SelfTestRecord is the check of the checker: a planted stale read it must
-// call a violation.
+// SelfTestRecord is the check of the checker: a planted stale read, in the
+// history of an epoch checked as every epoch is, that it must call a
+// violation.
 type SelfTestRecord struct {
+	// Cluster and Epoch name the self-test's epoch.
+	Cluster       string `json:"cluster"`
+	Epoch         int    `json:"epoch"`
 	Caught        bool   `json:"caught"`
 	Result        string `json:"result"`
 	Operations    int    `json:"operations"`
@@ -102,6 +121,8 @@ type Report struct {
 	FaultsByKind map[Kind]int  `json:"faultsByKind"`
 	FaultsTotal  int           `json:"faultsTotal"`
 	KindsSeen    int           `json:"kinds"`
+	// Overlaps counts the cluster steps that had two member faults at once.
+	Overlaps int `json:"overlappingSteps"`
 
 	Epochs       []EpochRecord `json:"epochs"`
 	Operations   int           `json:"operationsChecked"`
@@ -111,6 +132,12 @@ type Report struct {
 	Violations   int `json:"linearizabilityViolations"`
 	Inconclusive int `json:"inconclusiveChecks"`
 	LostWrites   int `json:"lostWrites"`
+	// WritesChecked counts the acknowledged writes found in etcd's history.
+	WritesChecked int `json:"writesChecked"`
+	// HashChecks counts the epochs whose members were hashed at a common
+	// revision, MembersHashed the hashes compared.
+	HashChecks    int `json:"hashChecks"`
+	MembersHashed int `json:"membersHashed"`
 
 	InvariantViolations []Violation `json:"invariantViolations,omitempty"`
 
@@ -146,16 +173,34 @@ func (r *Report) Summarize() {
 		}
 	}
 	r.KindsSeen = len(r.FaultsByKind)
+	perStep := map[string]int{}
+	r.Overlaps = 0
+	for _, f := range r.Faults {
+		if f.Kind.IsMemberFault() && f.Cluster != "" {
+			perStep[f.Cluster+"/"+f.Step]++
+			if perStep[f.Cluster+"/"+f.Step] == 2 {
+				r.Overlaps++
+			}
+		}
+	}
 	r.Operations, r.Acknowledged, r.Violations, r.Inconclusive, r.LostWrites = 0, 0, 0, 0, 0
+	r.WritesChecked, r.HashChecks, r.MembersHashed = 0, 0, 0
 	r.LongestWriteOutage = 0
 	for _, e := range r.Epochs {
 		r.Operations += e.Operations
 		r.Acknowledged += e.Acknowledged
 		r.LostWrites += len(e.Lost)
-		switch e.Result {
-		case "Illegal":
+		r.WritesChecked += e.WritesChecked
+		if len(e.Hashes) > 0 {
+			r.HashChecks++
+			r.MembersHashed += len(e.Hashes)
+		}
+		switch {
+		case e.SelfTest:
+			// Its verdict is the self-test's.
+		case e.Result == "Illegal":
 			r.Violations++
-		case "Ok":
+		case e.Result == "Ok":
 		default:
 			r.Inconclusive++
 		}
@@ -192,7 +237,7 @@ func (r *Report) Table() string {
 		clusters = append(clusters, fmt.Sprintf("%s (%d members, %s)", c.Name, c.Replicas, medium))
 	}
 	fmt.Fprintf(w, "clusters\t%s\n", strings.Join(clusters, ", "))
-	fmt.Fprintf(w, "faults injected\t%d, of %d kinds\n", r.FaultsTotal, r.KindsSeen)
+	fmt.Fprintf(w, "faults injected\t%d, of %d kinds; %d steps with two member faults at once\n", r.FaultsTotal, r.KindsSeen, r.Overlaps)
 	for _, k := range AllKinds {
 		if n := r.FaultsByKind[k]; n > 0 {
 			fmt.Fprintf(w, "  %s\t%d, longest to Ready %s\n", k, n, r.ToReadyByKind[k])
@@ -200,12 +245,13 @@ func (r *Report) Table() string {
 	}
 	fmt.Fprintf(w, "operations checked\t%d in %d histories, %d writes acknowledged\n", r.Operations, len(r.Epochs), r.Acknowledged)
 	fmt.Fprintf(w, "linearizability violations\t%d (and %d checks that ran out of time)\n", r.Violations, r.Inconclusive)
-	fmt.Fprintf(w, "acknowledged writes lost\t%d\n", r.LostWrites)
+	fmt.Fprintf(w, "acknowledged writes lost\t%d (%d acknowledged writes found in etcd's history)\n", r.LostWrites, r.WritesChecked)
+	fmt.Fprintf(w, "HashKV compared\t%d histories, %d member hashes\n", r.HashChecks, r.MembersHashed)
 	fmt.Fprintf(w, "invariant violations\t%d\n", len(r.InvariantViolations))
 	fmt.Fprintf(w, "longest fault to Ready\t%s (%s, %s)\n", r.LongestToReady.Took, r.LongestToReady.Kind, r.LongestToReady.Step)
 	fmt.Fprintf(w, "longest write outage\t%s (%s, history %d)\n", r.LongestWriteOutage, r.WriteOutageCluster, r.WriteOutageEpoch)
 	if r.SelfTest != nil {
-		fmt.Fprintf(w, "self-test (planted stale read)\tcaught=%t, %s over %d operations\n", r.SelfTest.Caught, r.SelfTest.Result, r.SelfTest.Operations)
+		fmt.Fprintf(w, "self-test (planted stale read)\tcaught=%t, %s over %d operations (%s history %d)\n", r.SelfTest.Caught, r.SelfTest.Result, r.SelfTest.Operations, r.SelfTest.Cluster, r.SelfTest.Epoch)
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "stopped by\t%s\n", r.Error)
@@ -218,7 +264,11 @@ func (r *Report) Table() string {
 			fmt.Fprintf(w, "  lost write\t%s history %d: %s\n", e.Cluster, e.Index, l)
 		}
 		if e.Visualization != "" {
-			fmt.Fprintf(w, "  history\t%s history %d: %s, %s\n", e.Cluster, e.Index, e.Result, e.Visualization)
+			label := "history"
+			if e.SelfTest {
+				label = "self-test's history"
+			}
+			fmt.Fprintf(w, "  %s\t%s history %d: %s, %s\n", label, e.Cluster, e.Index, e.Result, e.Visualization)
 		}
 	}
 	if r.Artifacts != "" {

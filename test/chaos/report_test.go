@@ -21,10 +21,12 @@ func sampleReport() *Report {
 			{Kind: OperatorDown, Step: "global#0", ToReady: Seconds(30 * time.Second)},
 		},
 		Epochs: []EpochRecord{
-			{Cluster: "c3", Index: 0, Operations: 1000, Acknowledged: 300, Result: "Ok", LongestWriteOutage: Seconds(2 * time.Second)},
-			{Cluster: "c5", Index: 3, Operations: 2000, Acknowledged: 600, Result: "Ok", LongestWriteOutage: Seconds(3500 * time.Millisecond), OutageStarted: t0.Add(time.Minute)},
+			{Cluster: "c3", Index: 0, Operations: 1000, Acknowledged: 300, Result: "Ok", LongestWriteOutage: Seconds(2 * time.Second),
+				WritesChecked: 300, HashRevision: 90, Hashes: []MemberHash{{Member: "a"}, {Member: "b"}, {Member: "c"}}},
+			{Cluster: "c5", Index: 3, Operations: 2000, Acknowledged: 600, Result: "Ok", LongestWriteOutage: Seconds(3500 * time.Millisecond), OutageStarted: t0.Add(time.Minute),
+				WritesChecked: 600},
 		},
-		SelfTest: &SelfTestRecord{Caught: true, Result: "Illegal", Operations: 900},
+		SelfTest: &SelfTestRecord{Caught: true, Result: "Illegal", Operations: 900, Cluster: "c3", Epoch: 0},
 	}
 	r.Summarize()
 	return r
@@ -40,6 +42,18 @@ func TestSummarize(t *testing.T) {
 	}
 	if r.Operations != 3000 || r.Acknowledged != 900 || r.LongestWriteOutage != Seconds(3500*time.Millisecond) || r.WriteOutageCluster != "c5" || r.WriteOutageEpoch != 3 {
 		t.Fatalf("ops %d, acked %d, outage %s in %s/%d", r.Operations, r.Acknowledged, r.LongestWriteOutage, r.WriteOutageCluster, r.WriteOutageEpoch)
+	}
+	if r.Overlaps != 0 {
+		t.Fatalf("overlaps %d in steps of one fault each", r.Overlaps)
+	}
+	two := sampleReport()
+	two.Faults = append(two.Faults, FaultRecord{Kind: PauseLeader, Cluster: "c5", Step: "c5#1"}, FaultRecord{Kind: Kill, Cluster: "c3", Step: "global#0"})
+	two.Summarize()
+	if two.Overlaps != 1 {
+		t.Fatalf("overlaps %d, want the one step of c5 with two faults", two.Overlaps)
+	}
+	if r.WritesChecked != 900 || r.HashChecks != 1 || r.MembersHashed != 3 {
+		t.Fatalf("writes checked %d, hash checks %d of %d members", r.WritesChecked, r.HashChecks, r.MembersHashed)
 	}
 	if !r.Passed() {
 		t.Fatal("a clean run did not pass")
@@ -65,6 +79,20 @@ func TestSummarize(t *testing.T) {
 	if r.Violations != 1 || r.LostWrites != 2 {
 		t.Fatalf("violations %d, lost %d", r.Violations, r.LostWrites)
 	}
+	// The self-test's epoch is illegal by design: it does not count, but
+	// its operations, writes and lost writes do.
+	r = sampleReport()
+	r.Epochs = append(r.Epochs, EpochRecord{Cluster: "c3", Index: 1, SelfTest: true, Result: "Illegal", Operations: 50, Lost: []string{"x"}})
+	r.Summarize()
+	if r.Violations != 0 || r.Inconclusive != 0 || r.Operations != 3050 || r.LostWrites != 1 {
+		t.Fatalf("with the self-test's epoch: violations %d, inconclusive %d, operations %d, lost %d", r.Violations, r.Inconclusive, r.Operations, r.LostWrites)
+	}
+	// Counted as an ordinary epoch, the planted read fails the run.
+	r.Epochs[2].SelfTest, r.Epochs[2].Lost = false, nil
+	r.Summarize()
+	if r.Violations != 1 || r.Passed() {
+		t.Fatalf("the planted read counted: violations %d, passed %t", r.Violations, r.Passed())
+	}
 }
 
 func TestTableAndJSON(t *testing.T) {
@@ -74,7 +102,7 @@ func TestTableAndJSON(t *testing.T) {
 		"PASSED, seed 1234", "faults injected", "4, of 3 kinds", "kill", "2, longest to Ready 12s",
 		"operations checked", "3000", "linearizability violations", "acknowledged writes lost",
 		"longest fault to Ready", "41s (wipe-seed, c5#0)", "longest write outage", "3.5s (c5, history 3)",
-		"caught=true",
+		"caught=true, Illegal over 900 operations (c3 history 0)", "900 acknowledged writes found in etcd's history", "1 histories, 3 member hashes",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)

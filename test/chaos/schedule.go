@@ -42,6 +42,17 @@ type Timing struct {
 	// OverlapDelay is how long after the first fault of a step a second one
 	// starts.
 	OverlapDelay Span
+	// PauseHold is how long a paused etcd stays stopped.
+	PauseHold Span
+	// PeerLossHold is how long a member loses, or has delayed, its peer
+	// packets, and PeerLossPercent the share it loses, in percent, from [0]
+	// to [1].
+	PeerLossHold    Span
+	PeerLossPercent [2]int
+	// SlowDiskHold is how long a member's disk is slow, and SlowDiskIOPS
+	// the writes per second it is allowed, from [0] to [1].
+	SlowDiskHold Span
+	SlowDiskIOPS [2]int
 	// MemoryIdle is the pause before each step of a cluster whose kinds are
 	// all slow (the disk fill's Memory cluster), so it does not dominate.
 	MemoryIdle Span
@@ -56,6 +67,11 @@ var DefaultTiming = Timing{
 	OperatorDownHold: Span{3 * time.Second, 15 * time.Second},
 	CrashAfter:       Span{0, 20 * time.Second},
 	OverlapDelay:     Span{0, 10 * time.Second},
+	PauseHold:        Span{1 * time.Second, 10 * time.Second},
+	PeerLossHold:     Span{5 * time.Second, 40 * time.Second},
+	PeerLossPercent:  [2]int{20, 50},
+	SlowDiskHold:     Span{5 * time.Second, 40 * time.Second},
+	SlowDiskIOPS:     [2]int{4, 16},
 	MemoryIdle:       Span{30 * time.Second, 3 * time.Minute},
 }
 
@@ -66,8 +82,13 @@ type Fault struct {
 	Cluster string `json:"cluster,omitempty"`
 	// Delay is when the fault starts, after its step does.
 	Delay time.Duration `json:"delay"`
-	// Hold is how long a partition, a node stop or an operator outage lasts.
+	// Hold is how long a partition, a pause, a packet loss, a node stop or
+	// an operator outage lasts.
 	Hold time.Duration `json:"hold,omitempty"`
+	// Percent is the share of packets a packet loss drops.
+	Percent int `json:"percent,omitempty"`
+	// IOPS is the writes per second a slow disk allows.
+	IOPS int `json:"iops,omitempty"`
 	// CrashAfter is when an operation's operator crash comes.
 	CrashAfter time.Duration `json:"crashAfter,omitempty"`
 	// Pick chooses the victim: an index into the sorted candidates.
@@ -208,13 +229,36 @@ func (s *LaneScheduler) Next() Step {
 
 func (s *LaneScheduler) fault(k Kind, delay time.Duration) Fault {
 	f := Fault{Kind: k, Cluster: s.cfg.Cluster, Delay: delay, Pick: s.rng.Uint64()}
-	switch {
-	case k == Partition:
-		f.Hold = s.timing.PartitionHold.draw(s.rng)
-	case k.IsOperation():
+	if k.IsOperation() {
 		f.CrashAfter = s.timing.CrashAfter.draw(s.rng)
 	}
+	s.timing.drawHold(s.rng, &f)
 	return f
+}
+
+// drawHold draws how long a member fault that holds lasts, and how hard it
+// hits.
+func (t Timing) drawHold(rng *rand.Rand, f *Fault) {
+	switch f.Kind {
+	case Partition:
+		f.Hold = t.PartitionHold.draw(rng)
+	case PauseLeader, PauseFollower:
+		f.Hold = t.PauseHold.draw(rng)
+	case PeerLatency:
+		f.Hold = t.PeerLossHold.draw(rng)
+	case PeerLoss:
+		f.Hold = t.PeerLossHold.draw(rng)
+		f.Percent = drawInt(rng, t.PeerLossPercent)
+	case SlowDisk:
+		f.Hold = t.SlowDiskHold.draw(rng)
+		f.IOPS = drawInt(rng, t.SlowDiskIOPS)
+	}
+}
+
+// drawInt draws from r[0] to r[1], both included.
+func drawInt(rng *rand.Rand, r [2]int) int {
+	lo, hi := r[0], max(r[0], r[1])
+	return lo + rng.IntN(hi-lo+1)
 }
 
 // Admissible checks a step against the overlap rule: never more members
@@ -325,9 +369,7 @@ func (g *GlobalScheduler) Next() (GlobalEvent, error) {
 			}
 			mk := kinds[g.rng.IntN(len(kinds))]
 			f := Fault{Kind: mk, Cluster: l.Cluster, Delay: g.timing.OverlapDelay.draw(g.rng), Pick: g.rng.Uint64()}
-			if mk == Partition {
-				f.Hold = g.timing.PartitionHold.draw(g.rng)
-			}
+			g.timing.drawHold(g.rng, &f)
 			ev.MemberFaults = append(ev.MemberFaults, f)
 		}
 	}
@@ -370,12 +412,16 @@ type MemberInfo struct {
 	// take a member down hits nothing in one that is already down, or whose
 	// Pod never ran.
 	Healthy bool
+	// Leader: etcd names the member its leader.
+	Leader bool
 }
 
 // Candidates are the healthy members a fault of kind k may hit, sorted by
-// name: the seed for the seed's wipe, anyone else for a plain wipe, and for
-// the rest anyone but the members already hit in this step and, while the
-// seed's wipe is pending, the seed.
+// name: the seed for the seed's wipe, anyone else for a plain wipe, the
+// leader for a leader's pause (even the seed: the pause leaves it as it
+// was), anyone but the leader for a follower's pause, and for the rest
+// anyone; never a member already hit in this step and, but for the
+// leader's pause, never the seed while the seed's wipe is pending.
 func Candidates(k Kind, members []MemberInfo, avoidSeed bool, taken map[string]bool) []string {
 	var out []string
 	for _, m := range members {
@@ -385,7 +431,9 @@ func Candidates(k Kind, members []MemberInfo, avoidSeed bool, taken map[string]b
 		switch {
 		case k == WipeSeed && !m.Seed:
 		case k == WipeMember && m.Seed:
-		case k != WipeSeed && avoidSeed && m.Seed:
+		case k == PauseLeader && !m.Leader:
+		case k == PauseFollower && m.Leader:
+		case k != WipeSeed && k != PauseLeader && avoidSeed && m.Seed:
 		default:
 			out = append(out, m.Name)
 		}

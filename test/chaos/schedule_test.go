@@ -248,7 +248,14 @@ func TestCandidates(t *testing.T) {
 		{Partition, false, map[string]bool{"c-b": true}, []string{"c-a", "c-c"}},
 		{WipeSeed, false, map[string]bool{"c-a": true}, nil},
 		{CrashReplace, false, nil, []string{"c-a", "c-b", "c-c"}},
+		{PauseLeader, false, nil, []string{"c-a"}},
+		{PauseLeader, true, nil, []string{"c-a"}},
+		{PauseLeader, false, map[string]bool{"c-a": true}, nil},
+		{PauseFollower, false, nil, []string{"c-b", "c-c"}},
+		{PeerLoss, true, nil, []string{"c-b", "c-c"}},
 	} {
+		members := slices.Clone(members)
+		members[1].Leader = true // the seed leads
 		if got := Candidates(c.kind, members, c.avoid, c.taken); !slices.Equal(got, c.want) {
 			t.Errorf("%s avoid=%t taken=%v: %v, want %v", c.kind, c.avoid, c.taken, got, c.want)
 		}
@@ -313,5 +320,56 @@ func TestParseKinds(t *testing.T) {
 	}
 	if Tolerance(3) != 1 || Tolerance(5) != 2 || Tolerance(4) != 1 || Tolerance(1) != 0 || Tolerance(0) != 0 {
 		t.Fatal("tolerance")
+	}
+}
+
+// The faults that hold draw their hold, and a packet loss its share, from
+// the timing; the global scheduler's member faults do too.
+func TestHoldsDrawn(t *testing.T) {
+	timing := DefaultTiming
+	s := NewLaneScheduler(3, 0, LaneConfig{Cluster: "c", Replicas: 3, Kinds: []Kind{PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk, Partition}}, timing)
+	seen := map[Kind]bool{}
+	for range 40 {
+		f := s.Next().Faults[0]
+		seen[f.Kind] = true
+		var span Span
+		switch f.Kind {
+		case PauseLeader, PauseFollower:
+			span = timing.PauseHold
+		case PeerLatency:
+			span = timing.PeerLossHold
+		case SlowDisk:
+			span = timing.SlowDiskHold
+			if f.IOPS < 4 || f.IOPS > 16 {
+				t.Errorf("a slow disk of %d writes per second", f.IOPS)
+			}
+		case PeerLoss:
+			span = timing.PeerLossHold
+			if f.Percent < 20 || f.Percent > 50 {
+				t.Errorf("a packet loss of %d%%", f.Percent)
+			}
+		case Partition:
+			span = timing.PartitionHold
+		}
+		if f.Hold < span.Min || f.Hold > span.Max {
+			t.Errorf("%s holds %s, outside %v", f.Kind, f.Hold, span)
+		}
+		if f.Kind != SlowDisk && f.IOPS != 0 {
+			t.Errorf("%s allows %d writes per second", f.Kind, f.IOPS)
+		}
+		if f.Kind != PeerLoss && f.Percent != 0 {
+			t.Errorf("%s has a loss of %d%%", f.Kind, f.Percent)
+		}
+	}
+	if len(seen) != 6 {
+		t.Fatalf("kinds drawn: %v", seen)
+	}
+	g := NewGlobalScheduler(3, GlobalConfig{Kinds: []Kind{OperatorDown}, Every: [2]int{1, 1}, Lanes: []GlobalLane{{Cluster: "c", Kinds: []Kind{PeerLoss}}}}, timing)
+	ev, err := g.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := ev.MemberFaults[0]; f.Kind != PeerLoss || f.Hold < timing.PeerLossHold.Min || f.Percent < 20 {
+		t.Fatalf("the outage's packet loss: %+v", f)
 	}
 }

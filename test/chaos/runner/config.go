@@ -24,6 +24,11 @@ func SeedFromEnv() (uint64, error) {
 	return seed, nil
 }
 
+// PlantInRunFromEnv reads CHAOS_PLANT_STALE_READ: when it is 1, the
+// self-test's planted stale read counts as an ordinary epoch's, and the run
+// must fail with it.
+func PlantInRunFromEnv() bool { return os.Getenv("CHAOS_PLANT_STALE_READ") == "1" }
+
 // shortTiming keeps each fault of the short run short: partitions and
 // outages of seconds, the operator killed early in an operation.
 var shortTiming = chaos.Timing{
@@ -32,13 +37,20 @@ var shortTiming = chaos.Timing{
 	OperatorDownHold: chaos.Span{Min: 3 * time.Second, Max: 10 * time.Second},
 	CrashAfter:       chaos.Span{Min: 0, Max: 10 * time.Second},
 	OverlapDelay:     chaos.Span{Min: 0, Max: 5 * time.Second},
+	PauseHold:        chaos.Span{Min: 1 * time.Second, Max: 10 * time.Second},
+	PeerLossHold:     chaos.Span{Min: 5 * time.Second, Max: 30 * time.Second},
+	PeerLossPercent:  [2]int{20, 50},
+	SlowDiskHold:     chaos.Span{Min: 5 * time.Second, Max: 30 * time.Second},
+	SlowDiskIOPS:     [2]int{4, 16},
 	MemoryIdle:       chaos.Span{Min: 30 * time.Second, Max: 2 * time.Minute},
 }
 
-// ShortConfig is the run inside make test: two 3-member clusters on
-// volumes, each drawing every fast member fault and the replacement and
-// rollout under an operator crash, and operator outages between their
-// steps, for about five minutes and at least 20 faults.
+// ShortConfig is the run inside make test: a 3-member and a 5-member
+// cluster on volumes, each drawing every fast member fault and the
+// replacement and rollout under an operator crash, the 5-member one's
+// member faults overlapping two at a time three times in four, and operator
+// outages between their steps, for about five minutes and at least 25
+// faults.
 func ShortConfig(seed uint64, ns, artifacts string) Config {
 	kinds := slices.DeleteFunc(slices.Clone(chaos.ShortKinds), func(k chaos.Kind) bool { return k.IsGlobal() })
 	idle := chaos.Span{Min: 0, Max: 2 * time.Second}
@@ -46,11 +58,11 @@ func ShortConfig(seed uint64, ns, artifacts string) Config {
 		Seed: seed, Namespace: ns, Artifacts: artifacts,
 		Clusters: []ClusterSpec{
 			{Name: "short-a", Replicas: 3, Kinds: kinds, Idle: idle},
-			{Name: "short-b", Replicas: 3, Kinds: kinds, Idle: idle},
+			{Name: "short-b", Replicas: 5, Kinds: kinds, Idle: idle},
 		},
 		GlobalKinds: []chaos.Kind{chaos.OperatorDown},
 		GlobalEvery: [2]int{4, 7},
-		Duration:    4 * time.Minute, MinFaults: 20, MaxFaults: 40,
+		Duration:    4 * time.Minute, MinFaults: 25, MaxFaults: 40, Overlap: 0.75,
 		Timing: shortTiming, NodeLostAfter: 15, SelfTest: true,
 	}
 }

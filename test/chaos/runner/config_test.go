@@ -7,16 +7,17 @@ import (
 	"github.com/quorumctl/etcd-operator/test/chaos"
 )
 
-// The short run's lanes, drawn as the runner draws them, cover at least six
-// kinds within the first 20 faults, and every step keeps the overlap rule.
-func TestShortConfigCoversSixKindsInTwentyFaults(t *testing.T) {
+// The short run's lanes, drawn as the runner draws them, cover at least
+// eight kinds within the first 25 faults, and every step keeps the overlap
+// rule.
+func TestShortConfigCoversEightKindsInTwentyFiveFaults(t *testing.T) {
 	for seed := uint64(1); seed <= 50; seed++ {
 		cfg := ShortConfig(seed, "ns", t.TempDir())
 		kinds := map[chaos.Kind]bool{}
-		faults := 0
+		faults, overlaps := 0, 0
 		for i, c := range cfg.Clusters {
-			s := chaos.NewLaneScheduler(seed, i, chaos.LaneConfig{Cluster: c.Name, Replicas: c.Replicas, Kinds: c.Kinds, Idle: c.Idle}, cfg.Timing)
-			for range 10 {
+			s := chaos.NewLaneScheduler(seed, i, chaos.LaneConfig{Cluster: c.Name, Replicas: c.Replicas, Kinds: c.Kinds, Overlap: cfg.Overlap, Idle: c.Idle}, cfg.Timing)
+			for range 13 {
 				step := s.Next()
 				if err := chaos.Admissible(step); err != nil {
 					t.Fatalf("seed %d: %v", seed, err)
@@ -25,10 +26,19 @@ func TestShortConfigCoversSixKindsInTwentyFaults(t *testing.T) {
 					kinds[f.Kind] = true
 					faults++
 				}
+				if len(step.Faults) > 1 {
+					if c.Replicas < 5 {
+						t.Fatalf("seed %d: the %d-member %s overlaps faults: %+v", seed, c.Replicas, c.Name, step)
+					}
+					overlaps++
+				}
 			}
 		}
-		if faults < 20 || len(kinds) < 6 {
-			t.Fatalf("seed %d: %d faults of %d kinds in 10 steps per lane", seed, faults, len(kinds))
+		if overlaps == 0 {
+			t.Fatalf("seed %d: no step of the 5-member cluster overlaps two faults in 13", seed)
+		}
+		if faults < 25 || len(kinds) < 8 {
+			t.Fatalf("seed %d: %d faults of %d kinds in 13 steps per lane", seed, faults, len(kinds))
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/quorumctl/etcd-operator/test/chaos"
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
@@ -35,7 +36,11 @@ type epoch struct {
 	cluster string
 	index   int
 	prefix  string
-	w       *linearizability.Workload
+	// startRev is the cluster's revision before the workload's first call.
+	startRev int64
+	w        *linearizability.Workload
+	// selfTest marks the self-test's epoch, whose history must be illegal.
+	selfTest bool
 }
 
 func (r *run) nextEpoch(cluster string) int {
@@ -60,6 +65,9 @@ func (r *run) startEpoch(ctx context.Context, cluster string) (*epoch, error) {
 	}
 	e := &epoch{cluster: cluster, index: r.nextEpoch(cluster)}
 	e.prefix = fmt.Sprintf("chaos/%d/%s/%d/", r.cfg.Seed, cluster, e.index)
+	if e.startRev, err = r.revision(ctx, svc); err != nil {
+		return nil, fmt.Errorf("failed to read the revision of %s before its workload: %w", cluster, err)
+	}
 	e.w, err = linearizability.Start(linearizability.Config{
 		Endpoints: append(eps, svc), ClientsPerEndpoint: clientsPerEp, Keys: epochKeys,
 		KeyPrefix: e.prefix, ErrorPause: errorPause, Seed: r.cfg.Seed + uint64(e.index)*7919 + 1,
@@ -70,10 +78,13 @@ func (r *run) startEpoch(ctx context.Context, cluster string) (*epoch, error) {
 	return e, nil
 }
 
-// finish stops the workload, checks its history and the final value of
-// every key, and records the epoch. A history that is not proven
-// linearizable, or a lost write, is an error that ends the run.
-func (r *run) finish(ctx context.Context, e *epoch) error {
+// finish stops the workload and checks the epoch: its history must be
+// linearizable; every key's final value, and etcd's own history of the keys,
+// must hold every acknowledged write; and, when the step recovered, every
+// member must hash its store alike at a common revision. It records the
+// epoch; a history not proven linearizable, a lost write or different hashes
+// is an error that ends the run.
+func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 	h := e.w.Stop()
 	name := fmt.Sprintf("%s-%03d", e.cluster, e.index)
 	viz := filepath.Join(r.cfg.Artifacts, "histories", name+".html")
@@ -86,31 +97,60 @@ func (r *run) finish(ctx context.Context, e *epoch) error {
 		Unknown: rep.Unknown, Result: resultName(rep.Result), Visualization: rep.Visualization,
 		LongestWriteOutage: chaos.Seconds(rep.LongestWriteOutage),
 		OutageStarted:      r.historyStart(e).Add(rep.WriteOutageStart),
+		StartRevision:      e.startRev,
+		SelfTest:           e.selfTest,
 	}
 	for _, n := range rep.Failed {
 		rec.Failed += n
 	}
 	ops := h.Ops()
-	lost, err := r.finalReads(ctx, e, ops)
+	svc, err := r.serviceClient(ctx, e.cluster)
 	if err != nil {
 		return err
 	}
-	rec.Lost = lost
+	defer func() { _ = svc.Close() }()
+	lost, err := r.finalReads(ctx, svc, e, ops)
+	if err != nil {
+		return err
+	}
+	events, err := r.writeEvents(ctx, svc, e)
+	if err != nil {
+		return err
+	}
+	found, problems := chaos.CheckWrites(ops, events)
+	rec.WritesChecked, rec.Lost = found, append(lost, problems...)
+	var hashViolations []chaos.Violation
+	if recovered {
+		if rec.Hashes, err = r.hashMembers(ctx, svc, e.cluster); err != nil {
+			return err
+		}
+		if len(rec.Hashes) > 0 {
+			rec.HashRevision = rec.Hashes[0].Revision
+		}
+		hashViolations = chaos.CompareHashes(rec.Hashes)
+	}
 	r.mu.Lock()
 	r.report.Epochs = append(r.report.Epochs, rec)
 	r.mu.Unlock()
-	if rep.Result != porcupine.Ok || len(lost) > 0 {
+	if rep.Result != porcupine.Ok || len(rec.Lost) > 0 {
 		if err := saveHistory(filepath.Join(r.cfg.Artifacts, "histories", name+".json"), ops); err != nil {
 			r.cfg.Logf("chaos: %v", err)
 		}
 	}
+	var errs []error
 	switch {
-	case rep.Result != porcupine.Ok:
-		return fmt.Errorf("history %s: %w", name, rep.Err())
-	case len(lost) > 0:
-		return fmt.Errorf("history %s: %d acknowledged writes lost: %v", name, len(lost), lost)
+	case e.selfTest && rep.Result != porcupine.Illegal:
+		errs = append(errs, fmt.Errorf("history %s: the self-test's planted stale read was not caught: %s", name, rep))
+	case !e.selfTest && rep.Result != porcupine.Ok:
+		errs = append(errs, fmt.Errorf("history %s: %w", name, rep.Err()))
 	}
-	return nil
+	if len(rec.Lost) > 0 {
+		errs = append(errs, fmt.Errorf("history %s: %d acknowledged writes lost: %v", name, len(rec.Lost), rec.Lost))
+	}
+	for _, v := range hashViolations {
+		errs = append(errs, fmt.Errorf("history %s: %w", name, r.violation(v)))
+	}
+	return errors.Join(errs...)
 }
 
 // historyStart approximates when the workload's clock read zero: the
@@ -131,16 +171,7 @@ func resultName(res porcupine.CheckResult) string {
 
 // finalReads reads every key of the epoch through the client Service,
 // linearizably, and checks each value against the acknowledged writes.
-func (r *run) finalReads(ctx context.Context, e *epoch, ops []linearizability.Op) ([]string, error) {
-	svc, err := r.env.ClientServiceEndpoint(ctx, r.cfg.Namespace, e.cluster)
-	if err != nil {
-		return nil, err
-	}
-	cli, err := framework.EtcdClient(svc)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cli.Close() }()
+func (r *run) finalReads(ctx context.Context, cli *clientv3.Client, e *epoch, ops []linearizability.Op) ([]string, error) {
 	var lost []string
 	for i := range epochKeys {
 		key := e.prefix + strconv.Itoa(i)
@@ -202,7 +233,7 @@ func (r *run) withEpochs(ctx context.Context, clusters []string, fn func() error
 		errs = append(errs, err)
 	}
 	for _, e := range eps {
-		if err := r.finish(ctx, e); err != nil {
+		if err := r.finish(ctx, e, err == nil); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -99,14 +99,15 @@ func (r *run) memberFault(ctx context.Context, f chaos.Fault, name, step string)
 		return nil, err
 	}
 	rec := &chaos.FaultRecord{Kind: f.Kind, Cluster: f.Cluster, Victim: name, Step: step, Injected: time.Now()}
-	if err := r.inject(ctx, f, name); err != nil {
+	if err := r.inject(ctx, f, name, rec); err != nil {
 		return nil, fmt.Errorf("failed to inject %s into %s: %w", f.Kind, name, err)
 	}
 	return &victim{fault: rec, recovery: chaos.RecoveryOf(f.Kind), before: before}, nil
 }
 
-// inject carries out one member fault.
-func (r *run) inject(ctx context.Context, f chaos.Fault, name string) error {
+// inject carries out one member fault; what it measured of the fault goes
+// into the record's note.
+func (r *run) inject(ctx context.Context, f chaos.Fault, name string, rec *chaos.FaultRecord) error {
 	ns := r.cfg.Namespace
 	switch f.Kind {
 	case chaos.Kill:
@@ -122,33 +123,23 @@ func (r *run) inject(ctx context.Context, f chaos.Fault, name string) error {
 		return r.env.RestartEtcd(ctx, ns, name)
 	case chaos.Partition:
 		return r.partition(ctx, name, f.Hold)
+	case chaos.PauseLeader, chaos.PauseFollower:
+		p, err := r.env.PauseMember(ctx, ns, name, f.Hold)
+		if err == nil {
+			rec.Note = fmt.Sprintf("etcd stopped for %s", p.Resumed.Sub(p.Stopped).Round(100*time.Millisecond))
+		}
+		return err
+	case chaos.PeerLoss:
+		rec.Note = fmt.Sprintf("%d%% of peer packets dropped for %s", f.Percent, f.Hold.Round(100*time.Millisecond))
+		return r.peerLoss(ctx, name, f.Hold, f.Percent)
+	case chaos.PeerLatency:
+		return r.peerLatency(ctx, name, f, rec)
+	case chaos.SlowDisk:
+		return r.slowDisk(ctx, name, f, rec)
 	case chaos.DiskFill:
 		return r.fillDisk(ctx, name)
 	}
 	return fmt.Errorf("%s is not a member fault", f.Kind)
-}
-
-// partition cuts the member off for hold, then heals it. The rules lift
-// themselves a little after hold should the heal not happen.
-func (r *run) partition(ctx context.Context, name string, hold time.Duration) error {
-	pod, err := r.env.Clientset.CoreV1().Pods(r.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if err := framework.PartitionPod(ctx, pod, time.Now().Add(hold+time.Minute)); err != nil {
-		return err
-	}
-	// The partition is the fault itself: it lasts its drawn hold whatever
-	// the run does meanwhile, and is always healed.
-	t := time.NewTimer(hold)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	healCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	return framework.HealPartition(healCtx, pod)
 }
 
 // fillDisk writes zeros into the member's tmpfs until it is full and checks

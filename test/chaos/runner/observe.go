@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/test/chaos"
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 )
@@ -50,6 +51,7 @@ func (r *run) members(ctx context.Context, cluster string) ([]chaos.MemberInfo, 
 		return nil, err
 	}
 	var out []chaos.MemberInfo
+	var leader uint64
 	for i := range list {
 		m := &list[i]
 		if !m.DeletionTimestamp.IsZero() {
@@ -58,6 +60,12 @@ func (r *run) members(ctx context.Context, cluster string) ([]chaos.MemberInfo, 
 		info := chaos.MemberInfo{Name: m.Name, Seed: m.Spec.Bootstrap}
 		if p, err := r.env.Clientset.CoreV1().Pods(r.cfg.Namespace).Get(ctx, m.Name, metav1.GetOptions{}); err == nil {
 			info.Node = p.Spec.NodeName
+			if leader == 0 && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+				leader = r.leaderSeenBy(ctx, p.Status.PodIP)
+			}
+		}
+		if id, err := etcd.ParseMemberID(m.Status.MemberID); err == nil && id == leader {
+			info.Leader = true
 		}
 		if err := r.env.HealthyVoter(ctx, m); err != nil {
 			r.cfg.Logf("chaos: %s is no victim now: %v", m.Name, err)
@@ -68,6 +76,27 @@ func (r *run) members(ctx context.Context, cluster string) ([]chaos.MemberInfo, 
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// leaderSeenBy is the leader the member at ip follows, or 0 if it does not
+// answer or follows none. The first member that answers names the leader
+// for victim selection; a leader that changes before the fault lands is
+// paused as a follower, which the fault's record does not hide: the pick is
+// as of the moment before.
+func (r *run) leaderSeenBy(ctx context.Context, ip string) uint64 {
+	ep := fmt.Sprintf("http://%s:%d", ip, v1alpha1.ClientPort)
+	cli, err := framework.EtcdClient(ep)
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, ep)
+	if err != nil {
+		return 0
+	}
+	return st.Leader
 }
 
 // memberState is one look at a victim.

@@ -60,6 +60,10 @@ type Config struct {
 	// SelfTest plants a stale read on a live cluster first and requires the
 	// checker to catch it.
 	SelfTest bool
+	// PlantInRun counts the self-test's epoch as an ordinary one: its
+	// planted stale read must then fail the run, which shows the read
+	// reaches the run's verdict (CHAOS_PLANT_STALE_READ=1).
+	PlantInRun bool
 	// Artifacts is where the report, histories and dumps go.
 	Artifacts string
 	Logf      func(format string, args ...any)
@@ -144,6 +148,9 @@ func (r *run) execute(ctx context.Context) error {
 		r.mu.Lock()
 		r.report.SelfTest = rec
 		r.mu.Unlock()
+		if err != nil && r.cfg.PlantInRun {
+			return err
+		}
 		if err != nil {
 			return fmt.Errorf("the self-test failed: %w", err)
 		}
@@ -326,7 +333,11 @@ func (r *run) record(f chaos.FaultRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.report.Faults = append(r.report.Faults, f)
-	r.cfg.Logf("chaos: %-26s %-8s %-22s %s to Ready %s", f.Kind, f.Cluster, f.Victim, f.Step, f.ToReady)
+	note := ""
+	if f.Note != "" {
+		note = " (" + f.Note + ")"
+	}
+	r.cfg.Logf("chaos: %-26s %-8s %-22s %s to Ready %s%s", f.Kind, f.Cluster, f.Victim, f.Step, f.ToReady, note)
 }
 
 // violation ends the run with an invariant that did not hold.

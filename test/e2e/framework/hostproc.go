@@ -49,8 +49,6 @@ func containerCgroupDirName(name, containerID string) bool {
 }
 
 // findCgroupDir walks every hierarchy for the first directory match accepts.
-// Pods sit a few levels down (node root, kubepods, QoS class), so the walk
-// stops at maxDepth rather than descending into every container's subtree.
 func findCgroupDir(root string, maxDepth int, match func(name string) bool) string {
 	hierarchies, err := os.ReadDir(root)
 	if err != nil {
@@ -60,26 +58,33 @@ func findCgroupDir(root string, maxDepth int, match func(name string) bool) stri
 		if !h.IsDir() {
 			continue
 		}
-		top := filepath.Join(root, h.Name())
-		var found string
-		_ = filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			if match(d.Name()) {
-				found = path
-				return fs.SkipAll
-			}
-			if depth := strings.Count(strings.TrimPrefix(path, top), "/"); depth >= maxDepth {
-				return fs.SkipDir
-			}
-			return nil
-		})
-		if found != "" {
+		if found := findCgroupDirIn(filepath.Join(root, h.Name()), maxDepth, match); found != "" {
 			return found
 		}
 	}
 	return ""
+}
+
+// findCgroupDirIn walks one hierarchy for the first directory match
+// accepts. Pods sit a few levels down (node root, kubepods, QoS class), so
+// the walk stops at maxDepth rather than descending into every container's
+// subtree.
+func findCgroupDirIn(top string, maxDepth int, match func(name string) bool) string {
+	var found string
+	_ = filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if match(d.Name()) {
+			found = path
+			return fs.SkipAll
+		}
+		if depth := strings.Count(strings.TrimPrefix(path, top), "/"); depth >= maxDepth {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return found
 }
 
 // cgroupProcesses lists the processes in a cgroup directory and below it.
@@ -120,6 +125,24 @@ func PodProcesses(pod *corev1.Pod) ([]int, error) {
 // ContainerProcess is the host PID of a running container's first process,
 // found by the container ID the kubelet reports.
 func ContainerProcess(pod *corev1.Pod, container string) (int, error) {
+	id := containerID(pod, container)
+	if id == "" {
+		return 0, fmt.Errorf("container %s of pod %s/%s is not running: %w", container, pod.Namespace, pod.Name, ErrNoPodProcess)
+	}
+	dir, err := containerCgroupDir(cgroupRoot, pod.UID, id)
+	if err != nil {
+		return 0, fmt.Errorf("container %s of pod %s/%s: %w", container, pod.Namespace, pod.Name, err)
+	}
+	pids := cgroupProcesses(dir)
+	if len(pids) == 0 {
+		return 0, fmt.Errorf("container %s of pod %s/%s has no process: %w", container, pod.Namespace, pod.Name, ErrNoPodProcess)
+	}
+	return pids[0], nil
+}
+
+// containerID is the ID of a running container of the Pod, without the
+// runtime's prefix; empty if it is not running.
+func containerID(pod *corev1.Pod, container string) string {
 	var id string
 	for _, s := range pod.Status.ContainerStatuses {
 		if s.Name == container && s.State.Running != nil {
@@ -129,28 +152,33 @@ func ContainerProcess(pod *corev1.Pod, container string) (int, error) {
 	if _, after, ok := strings.Cut(id, "://"); ok {
 		id = after
 	}
+	return id
+}
+
+// containerCgroupDir is the cgroup directory of the container with the given
+// ID in the Pod: under root, every hierarchy if root is the cgroup mount,
+// or one hierarchy if root is that hierarchy's directory.
+func containerCgroupDir(root string, uid types.UID, id string) (string, error) {
 	if id == "" {
-		return 0, fmt.Errorf("container %s of pod %s/%s is not running: %w", container, pod.Namespace, pod.Name, ErrNoPodProcess)
+		return "", fmt.Errorf("the container is not running: %w", ErrNoPodProcess)
 	}
-	podDir := findCgroupDir(cgroupRoot, 6, func(name string) bool { return podCgroupDirName(name, pod.UID) })
+	match := func(name string) bool { return podCgroupDirName(name, uid) }
+	var podDir string
+	if root == cgroupRoot {
+		podDir = findCgroupDir(root, 6, match)
+	} else {
+		podDir = findCgroupDirIn(root, 6, match)
+	}
 	if podDir == "" {
-		return 0, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrNoPodProcess)
+		return "", fmt.Errorf("no cgroup of pod uid %s under %s: %w", uid, root, ErrNoPodProcess)
 	}
-	var dir string
 	entries, _ := os.ReadDir(podDir)
 	for _, en := range entries {
 		if en.IsDir() && containerCgroupDirName(en.Name(), id) {
-			dir = filepath.Join(podDir, en.Name())
+			return filepath.Join(podDir, en.Name()), nil
 		}
 	}
-	if dir == "" {
-		return 0, fmt.Errorf("container %s (%s) of pod %s/%s has no cgroup: %w", container, id, pod.Namespace, pod.Name, ErrNoPodProcess)
-	}
-	pids := cgroupProcesses(dir)
-	if len(pids) == 0 {
-		return 0, fmt.Errorf("container %s of pod %s/%s has no process: %w", container, pod.Namespace, pod.Name, ErrNoPodProcess)
-	}
-	return pids[0], nil
+	return "", fmt.Errorf("container %s has no cgroup under %s: %w", id, podDir, ErrNoPodProcess)
 }
 
 // ProcessArgs is a host process's command line.

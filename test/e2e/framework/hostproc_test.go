@@ -122,3 +122,40 @@ func TestPartitionRules(t *testing.T) {
 		}
 	}
 }
+
+func TestPacketLossRules(t *testing.T) {
+	until := time.Date(2030, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))
+	rules, err := packetLossRules(until, 35, 2380)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, r := range rules {
+		lines = append(lines, strings.Join(r, " "))
+	}
+	all := strings.Join(lines, "\n")
+	for _, want := range []string{
+		"-A QLC-PACKETLOSS -p tcp -m multiport --ports 2380 -m statistic --mode random --probability 0.35",
+		"--datestop 2030-01-02T02:04:05 --utc",
+		"-I INPUT 1 -j QLC-PACKETLOSS",
+		"-I OUTPUT 1 -j QLC-PACKETLOSS",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the rules lack %q:\n%s", want, all)
+		}
+	}
+	drop := slices.IndexFunc(lines, func(l string) bool { return strings.HasSuffix(l, "-j DROP") })
+	for i, l := range lines {
+		if strings.HasPrefix(l, "-I ") && i < drop {
+			t.Errorf("jump %q before the chain is complete", l)
+		}
+	}
+	for _, bad := range []int{0, -5, 101} {
+		if _, err := packetLossRules(until, bad, 2380); err == nil {
+			t.Errorf("a loss of %d%% was accepted", bad)
+		}
+	}
+	if _, err := packetLossRules(until, 20); err == nil {
+		t.Error("a loss on no port was accepted")
+	}
+}

@@ -138,21 +138,28 @@ func PartitionPodPorts(ctx context.Context, pod *corev1.Pod, until time.Time, po
 // partitionNetns installs the partition in the network namespace of pid and
 // checks that both hooks jump to it.
 func partitionNetns(ctx context.Context, pid int, until time.Time, ports ...int) error {
-	if err := healNetns(ctx, pid); err != nil {
+	return installChain(ctx, pid, PartitionChain, partitionRules(until, ports...))
+}
+
+// installChain replaces the chain in the network namespace of pid with the
+// given rules, which create it and hook it into INPUT and OUTPUT, and checks
+// that both hooks jump to it.
+func installChain(ctx context.Context, pid int, chain string, rules [][]string) error {
+	if err := healChain(ctx, pid, chain); err != nil {
 		return err
 	}
-	for _, rule := range partitionRules(until, ports...) {
+	for _, rule := range rules {
 		if _, err := nsenter(ctx, pid, append([]string{"iptables", "-w"}, rule...)...); err != nil {
 			return err
 		}
 	}
-	rules, err := nsenter(ctx, pid, "iptables", "-w", "-S")
+	out, err := nsenter(ctx, pid, "iptables", "-w", "-S")
 	if err != nil {
 		return err
 	}
 	for _, hook := range partitionHooks {
-		if !strings.Contains(rules, "-A "+hook+" -j "+PartitionChain) {
-			return fmt.Errorf("the partition is not hooked into %s:\n%s", hook, rules)
+		if !strings.Contains(out, "-A "+hook+" -j "+chain) {
+			return fmt.Errorf("%s is not hooked into %s:\n%s", chain, hook, out)
 		}
 	}
 	return nil
@@ -171,25 +178,28 @@ func HealPartition(ctx context.Context, pod *corev1.Pod) error {
 	return healNetns(ctx, pid)
 }
 
-// healNetns deletes the chain's jumps and the chain in the namespace of pid,
+// healNetns removes the partition from the namespace of pid.
+func healNetns(ctx context.Context, pid int) error { return healChain(ctx, pid, PartitionChain) }
+
+// healChain deletes the chain's jumps and the chain in the namespace of pid,
 // and checks that nothing of it is left.
-func healNetns(ctx context.Context, pid int) error {
+func healChain(ctx context.Context, pid int, chain string) error {
 	ipt := func(args ...string) error {
 		_, err := nsenter(ctx, pid, append([]string{"iptables", "-w"}, args...)...)
 		return err
 	}
 	for _, hook := range partitionHooks {
-		for ipt("-C", hook, "-j", PartitionChain) == nil {
-			if err := ipt("-D", hook, "-j", PartitionChain); err != nil {
+		for ipt("-C", hook, "-j", chain) == nil {
+			if err := ipt("-D", hook, "-j", chain); err != nil {
 				return err
 			}
 		}
 	}
-	if ipt("-L", PartitionChain, "-n") == nil {
-		if err := ipt("-F", PartitionChain); err != nil {
+	if ipt("-L", chain, "-n") == nil {
+		if err := ipt("-F", chain); err != nil {
 			return err
 		}
-		if err := ipt("-X", PartitionChain); err != nil {
+		if err := ipt("-X", chain); err != nil {
 			return err
 		}
 	}
@@ -197,8 +207,8 @@ func healNetns(ctx context.Context, pid int) error {
 	if err != nil {
 		return err
 	}
-	if strings.Contains(rules, PartitionChain) {
-		return fmt.Errorf("the partition chain is still in the namespace of pid %d:\n%s", pid, rules)
+	if strings.Contains(rules, chain) {
+		return fmt.Errorf("%s is still in the namespace of pid %d:\n%s", chain, pid, rules)
 	}
 	return nil
 }

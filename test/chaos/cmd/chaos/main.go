@@ -73,6 +73,7 @@ func run() error {
 	}()
 	cfg := runner.LongConfig(seed, ns.Name, *artifacts, *duration, *minFaults).Without(skipped)
 	cfg.SelfTest = *selfTest
+	cfg.PlantInRun = runner.PlantInRunFromEnv()
 	cfg.Logf = func(format string, args ...any) {
 		fmt.Printf("%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 	}

@@ -1,0 +1,66 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// InvHashKV is the invariant that every member, hashed at one revision,
+// holds the same key-value store: the check etcd's robustness suite ends
+// with. Members that agree on every read through the checker's clients can
+// still differ in what none of them was asked, such as a key a member
+// applied twice or never, or a revision it numbered differently.
+const InvHashKV = "hashkv-equal"
+
+// MemberHash is one member's HashKV answer.
+type MemberHash struct {
+	Member string `json:"member"`
+	// Revision is the revision the hash was asked at; HashRevision the one
+	// the member answered for, equal unless it answered for another.
+	Revision        int64  `json:"revision"`
+	HashRevision    int64  `json:"hashRevision"`
+	CompactRevision int64  `json:"compactRevision"`
+	Hash            uint32 `json:"hash"`
+	// Err is why the member gave no hash at the revision.
+	Err string `json:"error,omitempty"`
+}
+
+func (h MemberHash) String() string {
+	if h.Err != "" {
+		return fmt.Sprintf("%s: no hash at revision %d: %s", h.Member, h.Revision, h.Err)
+	}
+	return fmt.Sprintf("%s: %08x at revision %d (compacted at %d)", h.Member, h.Hash, h.HashRevision, h.CompactRevision)
+}
+
+// CompareHashes checks the members' hashes at one revision: each member
+// answered, for the revision asked, and every hash is the same. A member that
+// gave no hash is a violation too: the epoch ends only once the cluster has
+// recovered, so every member must have caught up to the revision.
+func CompareHashes(hashes []MemberHash) []Violation {
+	var out []Violation
+	hs := slices.Clone(hashes)
+	slices.SortFunc(hs, func(a, b MemberHash) int { return strings.Compare(a.Member, b.Member) })
+	var ok []MemberHash
+	for _, h := range hs {
+		switch {
+		case h.Err != "":
+			out = append(out, violation(InvHashKV, "%s", h))
+		case h.HashRevision != h.Revision:
+			out = append(out, violation(InvHashKV, "%s answered for revision %d, asked at %d", h.Member, h.HashRevision, h.Revision))
+		default:
+			ok = append(ok, h)
+		}
+	}
+	for _, h := range ok[min(1, len(ok)):] {
+		if h.Hash != ok[0].Hash {
+			var all []string
+			for _, h := range ok {
+				all = append(all, h.String())
+			}
+			out = append(out, violation(InvHashKV, "members differ at revision %d: %s", ok[0].Revision, strings.Join(all, "; ")))
+			break
+		}
+	}
+	return out
+}

@@ -1,0 +1,52 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+)
+
+func hashes(hs ...uint32) []MemberHash {
+	var out []MemberHash
+	for i, h := range hs {
+		out = append(out, MemberHash{Member: string(rune('c' + i)), Revision: 40, HashRevision: 40, CompactRevision: 1, Hash: h})
+	}
+	return out
+}
+
+func TestCompareHashesEqual(t *testing.T) {
+	if v := CompareHashes(hashes(7, 7, 7)); len(v) != 0 {
+		t.Fatalf("equal hashes: %v", v)
+	}
+	if v := CompareHashes(nil); len(v) != 0 {
+		t.Fatalf("no member: %v", v)
+	}
+}
+
+func TestCompareHashesReportsEachDifference(t *testing.T) {
+	cases := []struct {
+		name   string
+		hs     []MemberHash
+		detail string
+	}{
+		{"one member differs", hashes(7, 7, 8), "members differ at revision 40"},
+		{"first member differs", hashes(8, 7, 7), "00000008"},
+		{"a member gave no hash", func() []MemberHash {
+			h := hashes(7, 7, 7)
+			h[1].Err = "future revision"
+			return h
+		}(), "d: no hash at revision 40: future revision"},
+		{"a member answered for another revision", func() []MemberHash {
+			h := hashes(7, 7, 7)
+			h[2].HashRevision = 41
+			return h
+		}(), "e answered for revision 41, asked at 40"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := CompareHashes(c.hs)
+			if len(v) != 1 || v[0].Invariant != InvHashKV || !strings.Contains(v[0].Detail, c.detail) {
+				t.Fatalf("want one %s violation with %q, got %v", InvHashKV, c.detail, v)
+			}
+		})
+	}
+}
