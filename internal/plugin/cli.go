@@ -48,6 +48,8 @@ type options struct {
 	snapshot       snapshotOptions
 	// snapshotTimeout bounds snapshot's wait.
 	snapshotTimeout time.Duration
+	// keepOldCA: rotate-ca holds the rotation before the old CA is dropped.
+	keepOldCA bool
 }
 
 type command struct {
@@ -219,10 +221,30 @@ var commands = []command{
 		},
 	},
 	{
-		name: "rotate-ca", args: "CLUSTER", min: 1, max: 1,
+		name: "rotate-ca", args: "CLUSTER [--keep-old-ca]", min: 1, max: 1,
 		summary: "Ask the operator to rotate the cluster's operator-managed CAs: members restart\none at a time to trust the old and the new CA, certificates switch, members\nrestart again to trust the new CA alone. Clients holding copies of\n<cluster>-admin-client must load its new ca.crt, then its new certificate.",
+		flags: func(fs *flag.FlagSet, o *options) {
+			fs.BoolVar(&o.keepOldCA, "keep-old-ca", false, "")
+		},
+		help: "  --keep-old-ca         hold the rotation once every member serves certificates of the\n" +
+			"                        new CA, before members stop trusting the old one, for clients\n" +
+			"                        that cannot reload their CA; lift it with release-old-ca\n",
+		run: func(ctx context.Context, env *Env, w io.Writer, o *options, args []string) error {
+			return runRotateCA(ctx, env, w, args[0], o.keepOldCA, time.Now())
+		},
+	},
+	{
+		name: "release-old-ca", args: "CLUSTER", min: 1, max: 1,
+		summary: "Lift the hold rotate-ca --keep-old-ca set (the etcd.quorumctl.io/keep-old-ca\nannotation): members restart one at a time to trust the new CA alone, so every\nclient must present a certificate of the new CA first. Changes nothing without a hold.",
 		run: func(ctx context.Context, env *Env, w io.Writer, _ *options, args []string) error {
-			return runRotateCA(ctx, env, w, args[0], time.Now())
+			return runReleaseOldCA(ctx, env, w, args[0])
+		},
+	},
+	{
+		name: "release-plaintext", args: "CLUSTER", min: 1, max: 1,
+		summary: "Say that no client uses plaintext any more while TLS is being turned on (the\netcd.quorumctl.io/release-plaintext annotation): members restart one at a time to\nserve TLS alone. Refused until every member serves https (phase ClientsMaySwitch).",
+		run: func(ctx context.Context, env *Env, w io.Writer, _ *options, args []string) error {
+			return runReleasePlaintext(ctx, env, w, args[0], time.Now())
 		},
 	},
 	{

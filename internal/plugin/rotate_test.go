@@ -24,7 +24,7 @@ func TestRotateCA_SetsTheAnnotation(t *testing.T) {
 
 	env := w.env()
 	at := time.Date(2026, 12, 6, 22, 0, 0, 0, time.UTC)
-	g.Expect(runRotateCA(context.Background(), env, io.Discard, "demo", at)).To(Succeed())
+	g.Expect(runRotateCA(context.Background(), env, io.Discard, "demo", false, at)).To(Succeed())
 	var got v1alpha1.EtcdCluster
 	g.Expect(env.Kube.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "demo"}, &got)).To(Succeed())
 	g.Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.RotateCAAnnotation, "2026-12-06T22:00:00Z"), "a new value: a new request")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
+	tt "github.com/quorumctl/etcd-operator/internal/tlstransition"
 )
 
 // runStatus prints the status of the named cluster, or of every cluster in
@@ -47,6 +48,8 @@ func runStatus(ctx context.Context, env *Env, w io.Writer, format string, names 
 				return err
 			}
 			cs = ClusterStatus{Name: clusters[i].Name, Namespace: clusters[i].Namespace, Members: []MemberStatus{}, Errors: []string{err.Error()}}
+			// The operator's view does not need etcd: still worth showing.
+			cs.TLSTransition = tlsTransition(&clusters[i])
 		}
 		report.Clusters = append(report.Clusters, cs)
 	}
@@ -81,7 +84,7 @@ func clusterStatus(ctx context.Context, env *Env, c *v1alpha1.EtcdCluster) (Clus
 
 // buildStatus turns a snapshot into the printed status.
 func buildStatus(c *v1alpha1.EtcdCluster, snap *snapshot) ClusterStatus {
-	cs := ClusterStatus{Name: c.Name, Namespace: c.Namespace, Members: make([]MemberStatus, 0, len(snap.members))}
+	cs := ClusterStatus{Name: c.Name, Namespace: c.Namespace, Members: make([]MemberStatus, 0, len(snap.members)), TLSTransition: tlsTransition(c)}
 	alarms := map[uint64][]string{}
 	for _, a := range snap.alarms {
 		alarms[a.MemberID] = append(alarms[a.MemberID], a.Type)
@@ -161,6 +164,11 @@ func writeStatusTable(w io.Writer, cs ClusterStatus) error {
 	if _, err := fmt.Fprintln(w, title); err != nil {
 		return fmt.Errorf("failed to write output: %w", err)
 	}
+	if tr := cs.TLSTransition; tr != nil {
+		if _, err := fmt.Fprintln(w, transitionLine(cs.Name, tr)); err != nil {
+			return fmt.Errorf("failed to write output: %w", err)
+		}
+	}
 	if len(cs.Members) > 0 {
 		t := newTable("NAME", "ID", "ROLE", "LEADER", "VERSION", "UPDATED", "DB SIZE", "DB IN USE", "RAFT TERM", "RAFT INDEX", "ALARMS", "POD READY", "ERROR")
 		for _, m := range cs.Members {
@@ -232,4 +240,33 @@ func incompleteStatus(r StatusReport) error {
 		return nil
 	}
 	return &incompleteError{problems: problems}
+}
+
+func tlsTransition(c *v1alpha1.EtcdCluster) *TLSTransition {
+	tr := transitionOf(c)
+	if tr == nil {
+		return nil
+	}
+	return &TLSTransition{Phase: tr.Phase, Wait: tr.Wait, ClientsHTTPS: tr.ClientsHTTPS}
+}
+
+// transitionLine says where turning TLS on stands and, when the user holds
+// it, what to do: the one wait only the user can end is PlaintextInUse.
+func transitionLine(cluster string, tr *TLSTransition) string {
+	line := "TLS transition: phase " + orDash(tr.Phase)
+	if tr.Wait == "" {
+		return line
+	}
+	line += ", waiting: " + tr.Wait
+	switch tt.Reason(tr.Wait) {
+	case tt.ReasonPlaintextInUse:
+		line += " (move clients to https, then: kubectl etcd release-plaintext " + cluster + ")"
+	case tt.ReasonPaused:
+		line += " (spec.rollout.paused)"
+	case tt.ReasonRestarting:
+		line += " (a member is not back yet, or another change runs first)"
+	case tt.ReasonQuorum:
+		line += " (a peer URL moves only while every other member serves)"
+	}
+	return line
 }

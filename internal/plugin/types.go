@@ -23,6 +23,20 @@ type ClusterStatus struct {
 	// Errors are failures that concern the whole cluster, such as the
 	// member or alarm list being unavailable, or not reaching it at all.
 	Errors []string `json:"errors,omitempty"`
+	// TLSTransition is where turning TLS on for the running cluster stands,
+	// as the operator reports it; absent when none is under way.
+	TLSTransition *TLSTransition `json:"tlsTransition,omitempty"`
+}
+
+// TLSTransition is status.tls.transition, in short.
+type TLSTransition struct {
+	// Phase is AddingTLS, ClientsMaySwitch or RefusingPlaintext.
+	Phase string `json:"phase,omitempty"`
+	// Wait is what holds the next step: Restarting, PlaintextInUse (the
+	// user's release-plaintext), Paused or Quorum; empty when nothing does.
+	Wait string `json:"wait,omitempty"`
+	// ClientsHTTPS: every member serves https and the operator uses it.
+	ClientsHTTPS bool `json:"clientsHTTPS"`
 }
 
 // MemberStatus is one member: its place in etcd's membership, what it says
