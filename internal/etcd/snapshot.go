@@ -93,7 +93,7 @@ func (r *snapshotReader) Read(p []byte) (int, error) {
 		if r.err != nil {
 			return 0, r.err
 		}
-		r.next()
+		_ = r.next() // recorded in r.err as well
 	}
 	n := copy(p, r.buf)
 	r.buf = r.buf[n:]
