@@ -18,6 +18,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/backup/crypt"
 	"github.com/quorumctl/etcd-operator/internal/backup/store"
+	"github.com/quorumctl/etcd-operator/internal/recovery"
 	"github.com/quorumctl/etcd-operator/test/etcdproc"
 	"github.com/quorumctl/etcd-operator/test/s3proc"
 )
@@ -139,12 +140,16 @@ func TestEncryptedRoundTripThroughS3(t *testing.T) {
 		key    agent.KeyFile
 		want   backup.Code
 		reason string
+		// recovered is the EtcdRecovery's reason for the same check, which
+		// its key check Job runs before anything changes.
+		recovered string
 	}{
-		{"no key named", agent.KeyFile{}, backup.CodeEncryptionKeyMissing, v1alpha1.RestoreEncryptionKeyMissingReason},
-		{"a Secret that is not there", agent.KeyFile{Ref: "gone/age.key", Path: filepath.Join(dir, "absent")}, backup.CodeEncryptionKeyMissing, v1alpha1.RestoreEncryptionKeyMissingReason},
-		{"a recipient", keyFile("recipient"), backup.CodeEncryptionKeyInvalid, v1alpha1.RestoreEncryptionKeyInvalidReason},
-		{"another key", keyFile("other"), backup.CodeEncryptionKeyWrong, v1alpha1.RestoreEncryptionKeyWrongReason},
-		{"the identity", keyFile("identity"), backup.CodeOK, ""},
+		{"no key named", agent.KeyFile{}, backup.CodeEncryptionKeyMissing, v1alpha1.RestoreEncryptionKeyMissingReason, v1alpha1.RecoveryKeyMissingReason},
+		{"a Secret that is not there", agent.KeyFile{Ref: "gone/age.key", Path: filepath.Join(dir, "absent")}, backup.CodeEncryptionKeyMissing,
+			v1alpha1.RestoreEncryptionKeyMissingReason, v1alpha1.RecoveryKeyMissingReason},
+		{"a recipient", keyFile("recipient"), backup.CodeEncryptionKeyInvalid, v1alpha1.RestoreEncryptionKeyInvalidReason, v1alpha1.RecoveryKeyInvalidReason},
+		{"another key", keyFile("other"), backup.CodeEncryptionKeyWrong, v1alpha1.RestoreEncryptionKeyWrongReason, v1alpha1.RecoveryKeyWrongReason},
+		{"the identity", keyFile("identity"), backup.CodeOK, "", ""},
 	} {
 		t.Run("check with "+tc.name, func(t *testing.T) {
 			c := check
@@ -155,6 +160,9 @@ func TestEncryptedRoundTripThroughS3(t *testing.T) {
 			}
 			if tc.reason != "" && backup.RestoreReason(res.Code) != tc.reason {
 				t.Fatalf("reason %s, want %s", backup.RestoreReason(res.Code), tc.reason)
+			}
+			if tc.recovered != "" && recovery.KeyReason(res.Code) != tc.recovered {
+				t.Fatalf("recovery reason %s, want %s", recovery.KeyReason(res.Code), tc.recovered)
 			}
 			if bytes.Contains([]byte(res.Message), identity) || bytes.Contains([]byte(res.Message), other) {
 				t.Fatal("a key is in the result")
