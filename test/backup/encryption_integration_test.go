@@ -158,12 +158,7 @@ func TestEncryptedRoundTripThroughS3(t *testing.T) {
 			if res.Code != tc.want || (code == 0) != (tc.want == backup.CodeOK) {
 				t.Fatalf("exited %d with %+v, want %s", code, res, tc.want)
 			}
-			if tc.reason != "" && backup.RestoreReason(res.Code) != tc.reason {
-				t.Fatalf("reason %s, want %s", backup.RestoreReason(res.Code), tc.reason)
-			}
-			if tc.recovered != "" && recovery.KeyReason(res.Code) != tc.recovered {
-				t.Fatalf("recovery reason %s, want %s", recovery.KeyReason(res.Code), tc.recovered)
-			}
+			expectReasons(t, res.Code, tc.reason, tc.recovered)
 			if bytes.Contains([]byte(res.Message), identity) || bytes.Contains([]byte(res.Message), other) {
 				t.Fatal("a key is in the result")
 			}
@@ -196,4 +191,16 @@ func TestEncryptedRoundTripThroughS3(t *testing.T) {
 	restored := etcdproc.StartOnDataDir(t, bin, node, fetch.DataDir, "enc-restore")
 	d.check(ctx, t, rawClient(t, restored.ClientURL))
 	expectCompactedWatch(context.Background(), t, rawClient(t, restored.ClientURL), m.Revision)
+}
+
+// expectReasons checks the reasons a check's code gives a restore and a
+// recovery ("" for none expected).
+func expectReasons(t *testing.T, code backup.Code, restore, recovered string) {
+	t.Helper()
+	if restore != "" && backup.RestoreReason(code) != restore {
+		t.Fatalf("reason %s, want %s", backup.RestoreReason(code), restore)
+	}
+	if recovered != "" && recovery.KeyReason(code) != recovered {
+		t.Fatalf("recovery reason %s, want %s", recovery.KeyReason(code), recovered)
+	}
 }
