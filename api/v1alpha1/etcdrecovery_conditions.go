@@ -13,7 +13,7 @@ const (
 )
 
 // Reasons of the Planned condition. Every reason but PlanRecorded,
-// Planning and SurvivorNotAnswering is a refusal (phase Refused): nothing
+// Planning, SurvivorNotAnswering and RecoveryKeyChecking is a refusal (phase Refused): nothing
 // was changed, and a new EtcdRecovery must be created to try again.
 const (
 	// PlanningReason: the operator is looking at the members; a transient
@@ -67,12 +67,34 @@ const (
 	// SnapshotTooOldReason: the snapshot completed longer ago than
 	// source.snapshot.maxAge. spec.force overrides it.
 	SnapshotTooOldReason = "SnapshotTooOld"
-	// SnapshotEncryptedReason: the snapshot is encrypted, and an
-	// EtcdRecovery has no field for the key that decrypts it yet; checked
-	// before anything changes, as the restore would be refused only after
-	// the members were gone. Restore it into a new cluster with
-	// spec.bootstrap.restore.encryption, or pick an unencrypted snapshot.
+	// SnapshotEncryptedReason: the snapshot is encrypted and
+	// source.snapshot.encryption names no key to decrypt it; checked before
+	// anything changes, as the restore would be refused only after the
+	// members were gone. Name its age identity, or pick an unencrypted
+	// snapshot.
 	SnapshotEncryptedReason = "SnapshotEncrypted"
+	// RecoveryKeyCheckingReason: the snapshot is encrypted and a Job is
+	// checking the key source.snapshot.encryption names, before anything
+	// changes (the operator never reads the key itself). The recovery
+	// stays Pending; the check's result plans or refuses it.
+	RecoveryKeyCheckingReason = "RecoveryKeyChecking"
+	// RecoveryKeyMissingReason: the Secret or the key in it that
+	// source.snapshot.encryption names does not exist. Nothing was changed.
+	RecoveryKeyMissingReason = "RecoveryKeyMissing"
+	// RecoveryKeyInvalidReason: the named key is not an age identity
+	// (AGE-SECRET-KEY-1…); a recipient (age1…) can encrypt but not
+	// decrypt. Nothing was changed.
+	RecoveryKeyInvalidReason = "RecoveryKeyInvalid"
+	// RecoveryKeyWrongReason: the named key is not the one the snapshot
+	// was encrypted to: its fingerprint differs from the one the metadata
+	// records, or the snapshot's age header does not open with it. The
+	// message gives both fingerprints, never a key. Nothing was changed.
+	RecoveryKeyWrongReason = "RecoveryKeyWrong"
+	// SnapshotUnreadableReason: the key check could not read the snapshot
+	// or its metadata (the object, the bucket or the credentials, a
+	// metadata this release does not know); the message carries the
+	// check's code. Nothing was changed.
+	SnapshotUnreadableReason = "SnapshotUnreadable"
 	// SnapshotRecoveryUnavailableReason: this operator cannot restore
 	// snapshots yet; recover from a survivor.
 	SnapshotRecoveryUnavailableReason = "SnapshotRecoveryUnavailable"

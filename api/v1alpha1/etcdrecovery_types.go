@@ -73,6 +73,19 @@ type SnapshotSource struct {
 	// write since. Unset means no bound.
 	// +optional
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+
+	// Encryption names the age identity (AGE-SECRET-KEY-1…) that decrypts
+	// an encrypted snapshot, as spec.bootstrap.restore.encryption does for
+	// a restore; a recipient (age1…) cannot. Before anything is changed a
+	// Job reads the key from the Secret (the operator never does) and
+	// checks it against the key fingerprint the snapshot's metadata
+	// records and against the snapshot's age header: a missing, invalid or
+	// wrong key refuses the recovery (RecoveryKeyMissing,
+	// RecoveryKeyInvalid, RecoveryKeyWrong) and no member is touched.
+	// An encrypted snapshot without it is refused with SnapshotEncrypted.
+	// It is ignored for a snapshot that is not encrypted.
+	// +optional
+	Encryption *SnapshotEncryption `json:"encryption,omitempty"`
 }
 
 // RecoveryPhase is where a recovery is in its life.
@@ -292,6 +305,12 @@ type ClusterRecovery struct {
 	// +optional
 	Snapshot string `json:"snapshot,omitempty"`
 
+	// Encryption is the key the snapshot is decrypted with, copied from the
+	// EtcdRecovery's source.snapshot.encryption when the recovery is taken
+	// up; the restore's check Job and seed mount it as a file.
+	// +optional
+	Encryption *SnapshotEncryption `json:"encryption,omitempty"`
+
 	// PreviousClusterID is the cluster ID before a recovery from a
 	// snapshot, which gives the cluster a new one.
 	// +optional
@@ -333,5 +352,5 @@ func (r *ClusterRecovery) RestoreSpec() *RestoreSpec {
 	if !r.Active() || r.Source != RecoveryFromSnapshot || r.ResetAt == nil {
 		return nil
 	}
-	return &RestoreSpec{SnapshotName: r.Snapshot}
+	return &RestoreSpec{SnapshotName: r.Snapshot, Encryption: r.Encryption.DeepCopy()}
 }

@@ -46,11 +46,14 @@ const (
 	// PreUpgradeLabel marks the snapshot spec.rollout.snapshotBeforeUpgrade
 	// took, with the etcd version of the upgrade it precedes.
 	PreUpgradeLabel = "etcd.quorumctl.io/pre-upgrade"
-	// JobKindLabel says what a Job does: JobKindSnapshot, JobKindPrune or
-	// JobKindRestoreCheck.
+	// JobKindLabel says what a Job does: JobKindSnapshot, JobKindPrune,
+	// JobKindRestoreCheck or JobKindRecoveryKeyCheck.
 	JobKindLabel = "etcd.quorumctl.io/job"
 
 	JobKindSnapshot     = "snapshot"
 	JobKindPrune        = "prune"
 	JobKindRestoreCheck = "restore-check"
+	// JobKindRecoveryKeyCheck checks an EtcdRecovery's key against an
+	// encrypted snapshot before the recovery changes anything.
+	JobKindRecoveryKeyCheck = "recovery-key-check"
 )

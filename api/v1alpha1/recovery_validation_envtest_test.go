@@ -39,6 +39,19 @@ func TestRecoveryCreateValidation(t *testing.T) {
 			"source must set exactly one of survivor or snapshot"},
 		{"no cluster", func(r *v1alpha1.EtcdRecovery) { r.Spec.ClusterName = "" },
 			"spec.clusterName"},
+		// The key is a SnapshotEncryption, with the restore's rules.
+		{"a key in a Secret that cannot exist", func(r *v1alpha1.EtcdRecovery) {
+			r.Spec.Source = v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{
+				Encryption: &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "Keys/age", Key: "k"}}}}
+		}, "encryption.secretRef.name must be the name of a Secret"},
+		{"a key that is a path", func(r *v1alpha1.EtcdRecovery) {
+			r.Spec.Source = v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{
+				Encryption: &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "keys", Key: "../k"}}}}
+		}, "encryption.secretRef.key must be a Secret key"},
+		{"a key with no key", func(r *v1alpha1.EtcdRecovery) {
+			r.Spec.Source = v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{
+				Encryption: &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "keys"}}}}
+		}, "spec.source.snapshot.encryption.secretRef.key"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,6 +76,10 @@ func TestRecoveryAcceptsEitherSource(t *testing.T) {
 	}))).To(Succeed())
 	g.Expect(k8s.Create(ctx, newRecovery("rec-latest-snapshot", func(r *v1alpha1.EtcdRecovery) {
 		r.Spec.Source = v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{}}
+	}))).To(Succeed())
+	g.Expect(k8s.Create(ctx, newRecovery("rec-encrypted-snapshot", func(r *v1alpha1.EtcdRecovery) {
+		r.Spec.Source = v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{
+			Encryption: &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "dr-keys", Key: "age.key"}}}}
 	}))).To(Succeed())
 }
 

@@ -143,6 +143,7 @@ var commands = []command{
 			fs.StringVar(&o.recover.member, "member", "", "")
 			fs.StringVar(&o.recover.snapshot, "snapshot", "", "")
 			fs.DurationVar(&o.recover.maxAge, "max-age", 0, "")
+			fs.StringVar(&o.recover.encryptionKey, "encryption-key", "", "")
 			fs.BoolVar(&o.recover.force, "force", false, "")
 			fs.BoolVar(&o.recover.wait, "wait", true, "")
 			fs.DurationVar(&o.recover.timeout, "recover-timeout", DefaultRecoverTimeout, "")
@@ -153,6 +154,8 @@ var commands = []command{
 			"  --from-snapshot       rebuild the cluster from an EtcdSnapshot (new cluster ID)\n" +
 			"  --snapshot NAME       the EtcdSnapshot (default: the latest successful one)\n" +
 			"  --max-age DURATION    refuse a snapshot older than this\n" +
+			"  --encryption-key SECRET/KEY  the Secret key holding an encrypted snapshot's\n" +
+			"                        age identity; checked before anything changes\n" +
 			"  --force               use a survivor behind another, or an old snapshot, anyway\n" +
 			"  --wait                wait until the cluster is Ready again (default true)\n" +
 			"  --recover-timeout D   how long to wait (default " + DefaultRecoverTimeout.String() + ")\n",

@@ -31,8 +31,11 @@ type recoverOptions struct {
 	fromSurvivor, fromSnapshot bool
 	member, snapshot           string
 	maxAge                     time.Duration
-	force, wait                bool
-	timeout                    time.Duration
+	// encryptionKey is SECRET/KEY: the Secret key holding the age
+	// identity of an encrypted snapshot.
+	encryptionKey string
+	force, wait   bool
+	timeout       time.Duration
 }
 
 func validateRecover(o recoverOptions) error {
@@ -41,8 +44,10 @@ func validateRecover(o recoverOptions) error {
 		return usagef("recover needs exactly one of --from-survivor or --from-snapshot")
 	case o.fromSnapshot && o.member != "":
 		return usagef("recover --member names a survivor; it goes with --from-survivor")
-	case o.fromSurvivor && (o.snapshot != "" || o.maxAge != 0):
-		return usagef("recover --snapshot and --max-age go with --from-snapshot")
+	case o.fromSurvivor && (o.snapshot != "" || o.maxAge != 0 || o.encryptionKey != ""):
+		return usagef("recover --snapshot, --max-age and --encryption-key go with --from-snapshot")
+	case o.encryptionKey != "" && encryptionRef(o.encryptionKey) == nil:
+		return usagef("recover --encryption-key is SECRET/KEY, the Secret and the key in it that hold the snapshot's age identity")
 	case o.maxAge < 0 || o.timeout <= 0:
 		return usagef("recover --max-age and --recover-timeout must be positive")
 	}
@@ -69,6 +74,7 @@ func runRecover(ctx context.Context, env *Env, w io.Writer, cluster string, o re
 		if o.maxAge > 0 {
 			er.Spec.Source.Snapshot.MaxAge = &metav1.Duration{Duration: o.maxAge}
 		}
+		er.Spec.Source.Snapshot.Encryption = encryptionRef(o.encryptionKey)
 	} else {
 		er.Spec.Source.Survivor = &v1alpha1.SurvivorSource{Member: o.member}
 	}
@@ -187,4 +193,14 @@ func printPlan(w io.Writer, p *v1alpha1.RecoveryPlan) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// encryptionRef parses SECRET/KEY; nil for "" or anything else. The API
+// server's rules judge the names themselves.
+func encryptionRef(v string) *v1alpha1.SnapshotEncryption {
+	secret, key, ok := strings.Cut(v, "/")
+	if !ok || secret == "" || key == "" || strings.Contains(key, "/") {
+		return nil
+	}
+	return &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: secret, Key: key}}
 }

@@ -131,6 +131,18 @@ func TestRecover_WithoutWaiting(t *testing.T) {
 	g.Expect(r.out).To(ContainSubstring("Follow it with: kubectl get etcdrecovery demo-recover-"))
 }
 
+func TestRecover_NamesTheKeyOfAnEncryptedSnapshot(t *testing.T) {
+	g := NewWithT(t)
+	w := newWorld(t)
+	readyCluster(w, "demo")
+	created := w.operatorPlans(v1alpha1.EtcdRecoveryStatus{Phase: v1alpha1.RecoveryRunning, Plan: &v1alpha1.RecoveryPlan{
+		Source: v1alpha1.RecoveryFromSnapshot, Snapshot: "sealed", Revision: 7, Keeps: "k", Loses: "l"}})
+	r := w.run("recover", "demo", "--from-snapshot", "--snapshot", "sealed", "--encryption-key", "dr-keys/age.key", "--wait=false")
+	g.Expect(r.code).To(Equal(ExitOK), r.err)
+	g.Expect(created.Spec.Source.Snapshot.Encryption).To(Equal(&v1alpha1.SnapshotEncryption{
+		SecretRef: v1alpha1.SecretKeyReference{Name: "dr-keys", Key: "age.key"}}))
+}
+
 func TestRecover_BadInput(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -140,7 +152,9 @@ func TestRecover_BadInput(t *testing.T) {
 		{[]string{"recover", "demo"}, ExitUsage, "exactly one of --from-survivor or --from-snapshot"},
 		{[]string{"recover", "demo", "--from-survivor", "--from-snapshot"}, ExitUsage, "exactly one of --from-survivor or --from-snapshot"},
 		{[]string{"recover", "demo", "--from-snapshot", "--member", "x"}, ExitUsage, "--member names a survivor"},
-		{[]string{"recover", "demo", "--from-survivor", "--snapshot", "s"}, ExitUsage, "--snapshot and --max-age go with --from-snapshot"},
+		{[]string{"recover", "demo", "--from-survivor", "--snapshot", "s"}, ExitUsage, "--snapshot, --max-age and --encryption-key go with --from-snapshot"},
+		{[]string{"recover", "demo", "--from-survivor", "--encryption-key", "k/age.key"}, ExitUsage, "go with --from-snapshot"},
+		{[]string{"recover", "demo", "--from-snapshot", "--encryption-key", "age.key"}, ExitUsage, "--encryption-key is SECRET/KEY"},
 		{[]string{"recover", "nope", "--from-survivor"}, ExitError, "EtcdCluster nope not found in namespace ns1"},
 	} {
 		t.Run(tc.msg, func(t *testing.T) {

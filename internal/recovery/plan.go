@@ -18,6 +18,10 @@ type Refusal struct {
 	// Waiting: the guard may pass later on its own, so the recovery stays
 	// pending and is planned again, rather than refused for good.
 	Waiting bool
+	// CheckKeyOf is the encrypted EtcdSnapshot whose key a Job must check
+	// before the plan can be made (reason RecoveryKeyChecking); empty
+	// otherwise.
+	CheckKeyOf string
 }
 
 func (r *Refusal) Error() string { return r.Reason + ": " + r.Message }
@@ -49,15 +53,18 @@ type Snapshot struct {
 	// StorageRefused says why the operator may not read the snapshot's
 	// storage (backup.CredentialsDecision.Refusal); empty when it may.
 	StorageRefused string
-	// Encrypted: the snapshot's status records an encryption, whose key a
-	// recovery cannot name yet.
+	// Encrypted: the snapshot's status records an encryption, so the
+	// recovery must name the key and have it checked.
 	Encrypted bool
 }
 
-// Request is one EtcdRecovery's spec.
+// Request is one EtcdRecovery's spec, and what the key check found.
 type Request struct {
 	Source v1alpha1.RecoverySource
 	Force  bool
+	// KeyCheck is the result of the Job that checked the named key against
+	// an encrypted snapshot; nil when none has reported.
+	KeyCheck *KeyCheck
 }
 
 // Decide applies the guards to a request and, when they pass, returns the
@@ -230,10 +237,11 @@ func planSnapshot(c Cluster, loss Loss, req Request, snapshots []Snapshot, now t
 		return nil, refuse(v1alpha1.AmbientCredentialsRefusedReason, "EtcdSnapshot %s cannot be restored: %s", chosen.Name, chosen.StorageRefused)
 	}
 	if chosen.Encrypted {
-		// Also before anything changes: the restore would ask for a key
-		// that nothing in the recovery names.
-		return nil, refuse(v1alpha1.SnapshotEncryptedReason,
-			"EtcdSnapshot %s is encrypted, and a recovery cannot name its key yet; restore it into a new EtcdCluster with spec.bootstrap.restore.encryption, or pick an unencrypted snapshot", chosen.Name)
+		// Also before anything changes: the restore would refuse a missing
+		// or wrong key only after the members were gone.
+		if refused := checkKey(chosen.Name, src.Encryption, req.KeyCheck); refused != nil {
+			return nil, refused
+		}
 	}
 	if src.MaxAge != nil {
 		if age := now.Sub(chosen.CompletedAt); age > src.MaxAge.Duration {

@@ -165,8 +165,8 @@ func TestDecide_Refusals(t *testing.T) {
 			"EtcdSnapshot old completed 3h0m0s ago, longer than maxAge 1h0m0s"},
 		{"a snapshot the operator may not read, even forced", lostTwo(), fromSnapshot("unreadable", 0, true), v1alpha1.AmbientCredentialsRefusedReason,
 			"EtcdSnapshot unreadable cannot be restored: no Secret, no ambient"},
-		{"an encrypted snapshot, whose key a recovery cannot name, even forced", lostTwo(), fromSnapshot("sealed", 0, true), v1alpha1.SnapshotEncryptedReason,
-			"EtcdSnapshot sealed is encrypted"},
+		{"an encrypted snapshot without a key named, even forced", lostTwo(), fromSnapshot("sealed", 0, true), v1alpha1.SnapshotEncryptedReason,
+			"EtcdSnapshot sealed is encrypted and source.snapshot.encryption names no key"},
 		{"the latest snapshot, which the operator may not read", lostTwo(), fromSnapshot("", 0, false), v1alpha1.AmbientCredentialsRefusedReason,
 			"EtcdSnapshot unreadable cannot be restored"},
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/backup/agent"
 	"github.com/quorumctl/etcd-operator/internal/backup/crypt"
 	"github.com/quorumctl/etcd-operator/internal/backup/store"
+	"github.com/quorumctl/etcd-operator/internal/recovery"
 	"github.com/quorumctl/etcd-operator/test/etcdproc"
 	"github.com/quorumctl/etcd-operator/test/s3proc"
 )
@@ -139,12 +140,16 @@ func TestEncryptedRoundTripThroughS3(t *testing.T) {
 		key    agent.KeyFile
 		want   backup.Code
 		reason string
+		// recovered is the EtcdRecovery's reason for the same check, which
+		// its key check Job runs before anything changes.
+		recovered string
 	}{
-		{"no key named", agent.KeyFile{}, backup.CodeEncryptionKeyMissing, v1alpha1.RestoreEncryptionKeyMissingReason},
-		{"a Secret that is not there", agent.KeyFile{Ref: "gone/age.key", Path: filepath.Join(dir, "absent")}, backup.CodeEncryptionKeyMissing, v1alpha1.RestoreEncryptionKeyMissingReason},
-		{"a recipient", keyFile("recipient"), backup.CodeEncryptionKeyInvalid, v1alpha1.RestoreEncryptionKeyInvalidReason},
-		{"another key", keyFile("other"), backup.CodeEncryptionKeyWrong, v1alpha1.RestoreEncryptionKeyWrongReason},
-		{"the identity", keyFile("identity"), backup.CodeOK, ""},
+		{"no key named", agent.KeyFile{}, backup.CodeEncryptionKeyMissing, v1alpha1.RestoreEncryptionKeyMissingReason, v1alpha1.RecoveryKeyMissingReason},
+		{"a Secret that is not there", agent.KeyFile{Ref: "gone/age.key", Path: filepath.Join(dir, "absent")}, backup.CodeEncryptionKeyMissing,
+			v1alpha1.RestoreEncryptionKeyMissingReason, v1alpha1.RecoveryKeyMissingReason},
+		{"a recipient", keyFile("recipient"), backup.CodeEncryptionKeyInvalid, v1alpha1.RestoreEncryptionKeyInvalidReason, v1alpha1.RecoveryKeyInvalidReason},
+		{"another key", keyFile("other"), backup.CodeEncryptionKeyWrong, v1alpha1.RestoreEncryptionKeyWrongReason, v1alpha1.RecoveryKeyWrongReason},
+		{"the identity", keyFile("identity"), backup.CodeOK, "", ""},
 	} {
 		t.Run("check with "+tc.name, func(t *testing.T) {
 			c := check
@@ -153,9 +158,7 @@ func TestEncryptedRoundTripThroughS3(t *testing.T) {
 			if res.Code != tc.want || (code == 0) != (tc.want == backup.CodeOK) {
 				t.Fatalf("exited %d with %+v, want %s", code, res, tc.want)
 			}
-			if tc.reason != "" && backup.RestoreReason(res.Code) != tc.reason {
-				t.Fatalf("reason %s, want %s", backup.RestoreReason(res.Code), tc.reason)
-			}
+			expectReasons(t, res.Code, tc.reason, tc.recovered)
 			if bytes.Contains([]byte(res.Message), identity) || bytes.Contains([]byte(res.Message), other) {
 				t.Fatal("a key is in the result")
 			}
@@ -188,4 +191,16 @@ func TestEncryptedRoundTripThroughS3(t *testing.T) {
 	restored := etcdproc.StartOnDataDir(t, bin, node, fetch.DataDir, "enc-restore")
 	d.check(ctx, t, rawClient(t, restored.ClientURL))
 	expectCompactedWatch(context.Background(), t, rawClient(t, restored.ClientURL), m.Revision)
+}
+
+// expectReasons checks the reasons a check's code gives a restore and a
+// recovery ("" for none expected).
+func expectReasons(t *testing.T, code backup.Code, restore, recovered string) {
+	t.Helper()
+	if restore != "" && backup.RestoreReason(code) != restore {
+		t.Fatalf("reason %s, want %s", backup.RestoreReason(code), restore)
+	}
+	if recovered != "" && recovery.KeyReason(code) != recovered {
+		t.Fatalf("recovery reason %s, want %s", recovery.KeyReason(code), recovered)
+	}
 }

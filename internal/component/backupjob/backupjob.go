@@ -352,17 +352,25 @@ func Prune(s *v1alpha1.EtcdSnapshot, key, image string, ambient bool) *batchv1.J
 // the one it needs, with the very Secrets and mounts the seed's download
 // will use.
 func RestoreCheck(c *v1alpha1.EtcdCluster, dest v1alpha1.SnapshotDestination, enc *v1alpha1.SnapshotEncryption, key, image string, ambient bool) *batchv1.Job {
-	a := agent.StorageCommandArgs{StorageArgs: agent.StorageArgs{Destination: dest, Key: key, AmbientCredentials: ambient}}
-	job := build(jobParams{
+	return inspect(jobParams{
 		name: RestoreCheckJobName(c.Name), namespace: c.Namespace, owner: ownerRef("EtcdCluster", c.Name, c),
 		labels: jobLabels(c.Name, v1alpha1.JobKindRestoreCheck, nil),
-		image:  image, dest: dest, storage: &a.StorageArgs, readOnly: true, deadline: shortDeadline,
-	})
+		image:  image, dest: dest, readOnly: true, deadline: shortDeadline,
+	}, c.Name, enc, key, ambient)
+}
+
+// inspect is a Job that runs the agent's inspect of one snapshot with the
+// key enc names mounted as a file: the check of a restore's source, and of
+// a recovery's key, are the one check.
+func inspect(p jobParams, cluster string, enc *v1alpha1.SnapshotEncryption, key string, ambient bool) *batchv1.Job {
+	a := agent.StorageCommandArgs{StorageArgs: agent.StorageArgs{Destination: p.dest, Key: key, AmbientCredentials: ambient}}
+	p.storage = &a.StorageArgs
+	job := build(p)
 	kv, km := KeyVolume(enc, &a.StorageArgs)
 	spec := &job.Spec.Template.Spec
 	spec.Volumes = append(spec.Volumes, kv...)
 	spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, km...)
 	job.Spec.Template.Spec.Containers[0].Args = a.InspectArgs()
-	job.Labels[v1alpha1.ClusterLabel] = c.Name
+	job.Labels[v1alpha1.ClusterLabel] = cluster
 	return job
 }

@@ -126,6 +126,11 @@ func (r *Reconciler) takeUp(ctx context.Context, s *scope, er *v1alpha1.EtcdReco
 		rec.Failed = "a quorum of voters answered again before the recovery began; nothing was changed"
 	case plan.Source == v1alpha1.RecoveryFromSnapshot:
 		rec.Snapshot, rec.PreviousClusterID = plan.Snapshot, s.cluster.Status.ClusterID
+		if src := er.Spec.Source.Snapshot; src != nil {
+			// The restore's check Job and seed mount it, as they mount
+			// spec.bootstrap.restore.encryption (RestoreSpec).
+			rec.Encryption = src.Encryption.DeepCopy()
+		}
 	case s.member(plan.Survivor) == nil:
 		rec.Failed = fmt.Sprintf("survivor %s no longer exists; nothing was changed", plan.Survivor)
 	default:

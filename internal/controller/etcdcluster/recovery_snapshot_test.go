@@ -146,3 +146,53 @@ func TestRecovery_FromASnapshot(t *testing.T) {
 	h.reconcile()
 	h.g.Expect(len(h.members())).To(BeNumerically(">=", 2), "and grows back as in a scale-up")
 }
+
+// A recovery from an encrypted snapshot hands the key its EtcdRecovery
+// names to the restore: the check Job and the seed mount it as a Secret
+// file, exactly as for spec.bootstrap.restore.encryption.
+func TestRecovery_FromAnEncryptedSnapshotMountsItsKey(t *testing.T) {
+	ctx := context.Background()
+	h := newRecoveryHarness(t)
+	h.formed(3, "demo-a", "demo-b", "demo-c")
+	h.withFinalizers()
+	h.nightly()
+	h.loseQuorum("demo-a", "demo-b", "demo-c")
+	h.reconcile()
+	key := &v1alpha1.SnapshotEncryption{SecretRef: v1alpha1.SecretKeyReference{Name: "dr-key", Key: "age.key"}}
+	er := &v1alpha1.EtcdRecovery{
+		ObjectMeta: metav1.ObjectMeta{Name: "rec", Namespace: testNS, UID: "uid-rec"},
+		Spec: v1alpha1.EtcdRecoverySpec{ClusterName: testName,
+			Source: v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{SnapshotName: "nightly", Encryption: key}}},
+	}
+	h.g.Expect(h.c.Create(ctx, er)).To(Succeed())
+	er.Status.Phase = v1alpha1.RecoveryRunning
+	er.Status.Plan = &v1alpha1.RecoveryPlan{Source: v1alpha1.RecoveryFromSnapshot, Snapshot: "nightly", Revision: 10042}
+	h.g.Expect(h.c.Status().Update(ctx, er)).To(Succeed())
+
+	h.reconcile()
+	h.g.Expect(h.cluster().Status.Recovery.Encryption).To(Equal(key))
+	for range 4 {
+		h.reconcile()
+		h.runFinalizers()
+	}
+	h.g.Expect(h.members()).To(BeEmpty())
+	h.collectGarbage()
+	h.reconcile()
+	h.g.Expect(h.cluster().Status.Recovery.ResetAt).NotTo(BeNil())
+
+	h.reconcile()
+	check := h.checkJob().Spec.Template.Spec
+	h.g.Expect(check.Containers[0].Args).To(ContainElement("--encryption-key=dr-key/age.key"))
+	h.g.Expect(check.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", "dr-key")))
+	for _, e := range check.Containers[0].Env {
+		h.g.Expect(e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "dr-key").To(BeTrue(), "the key is a file, never an environment variable")
+	}
+	h.finishCheck(backup.Result{Code: backup.CodeOK, Metadata: encryptedMetadata()})
+	h.reconcile()
+	seeds := h.seedMembers()
+	h.g.Expect(seeds).To(HaveLen(1))
+	r := seeds[0].Spec.Restore
+	h.g.Expect(r.Encryption).To(Equal(v1alpha1.EncryptionAge))
+	h.g.Expect(r.EncryptionKey).To(Equal(key))
+	h.g.Expect(r.KeyFingerprint).To(Equal(testFingerprint))
+}

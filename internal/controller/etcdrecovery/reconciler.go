@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -159,10 +160,25 @@ func (r *Reconciler) plan(ctx context.Context, er *v1alpha1.EtcdRecovery, cluste
 	if err != nil {
 		return r.pending(er, err)
 	}
-	plan, refused := recovery.Decide(facts, recovery.Request{Source: er.Spec.Source, Force: er.Spec.Force}, snapshots, r.now())
+	check, checkJob, err := r.keyCheck(ctx, er)
+	if err != nil {
+		return r.pending(er, err)
+	}
+	plan, refused := recovery.Decide(facts, recovery.Request{Source: er.Spec.Source, Force: er.Spec.Force, KeyCheck: check}, snapshots, r.now())
+	if refused != nil && refused.CheckKeyOf != "" {
+		// Before anything changes, a Job reads the key (the operator never
+		// does) and checks it against the snapshot the plan chose.
+		if err := r.startKeyCheck(ctx, er, refused.CheckKeyOf, checkJob); err != nil {
+			return r.pending(er, err)
+		}
+	}
 	if refused != nil && refused.Waiting {
 		log.Info("Recovery waits", "reason", refused.Reason, "message", refused.Message)
 		return r.wait(er, refused)
+	}
+	if err := r.dropKeyCheck(ctx, checkJob); err != nil {
+		// Its result is used; the Job goes with the EtcdRecovery anyway.
+		log.Error(err, "Failed to delete the key check Job")
 	}
 	if refused != nil {
 		log.Info("Recovery refused", "reason", refused.Reason, "message", refused.Message)
@@ -340,6 +356,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.EtcdRecovery{}).
 		Watches(&v1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToRecoveries)).
+		// The key check's end moves the plan on.
+		Owns(&batchv1.Job{}).
 		Named("etcdrecovery").
 		WithOptions(controller.Options{RateLimiter: ratelimit.Capped()}).
 		Complete(r)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,6 +43,8 @@ type fixture struct {
 func newFixture(t *testing.T, members ...string) *fixture {
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
+	_ = corev1.AddToScheme(scheme)
+	_ = batchv1.AddToScheme(scheme)
 	f := &fixture{t: t, g: NewWithT(t), etcd: etcdfake.New(), events: events.NewFakeRecorder(50), ids: map[string]uint64{}}
 	cluster := &v1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: "cluster-uid"},
