@@ -121,28 +121,14 @@ func (r *Reconciler) stopClientTraffic(ctx context.Context, m *v1alpha1.EtcdMemb
 
 // removeFromEtcd reports done when etcd no longer lists the member.
 func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember) (bool, string, error) {
-	var siblings v1alpha1.EtcdMemberList
-	if err := r.List(ctx, &siblings, client.InNamespace(m.Namespace),
-		client.MatchingLabels{v1alpha1.ClusterLabel: m.Spec.ClusterName}); err != nil {
-		return false, "", fmt.Errorf("failed to list EtcdMembers of %s: %w", m.Spec.ClusterName, err)
-	}
-	var all []*v1alpha1.EtcdMember
-	for i := range siblings.Items {
-		all = append(all, &siblings.Items[i])
-	}
-	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, all)
+	siblings, access, endpoints, err := r.reachOthers(ctx, cluster, m)
 	if err != nil {
 		return false, "", err
 	}
-	var endpoints []string
 	others := 0
-	for _, s := range siblings.Items {
-		if s.Name == m.Name {
-			continue
-		}
-		others++
-		if s.Status.PodName != "" && !s.Pending() {
-			endpoints = append(endpoints, access.URL(s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))))
+	for _, s := range siblings {
+		if s.Name != m.Name {
+			others++
 		}
 	}
 	if others == 0 {
@@ -168,7 +154,7 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 		return true, "", nil
 	}
 	if !self.IsLearner {
-		voters, healthyOthers, selfHealthy := r.countVoters(ctx, c, list, siblings.Items, m, self.ID)
+		voters, healthyOthers, selfHealthy := r.countVoters(ctx, c, list, siblings, m, self.ID)
 		target := int(cluster.DesiredReplicas())
 		if cluster.Status.Observed != nil {
 			target = int(cluster.Status.Observed.Replicas)
@@ -263,4 +249,30 @@ func (r *Reconciler) releaseFinalizer(ctx context.Context, m *v1alpha1.EtcdMembe
 		return fmt.Errorf("failed to remove finalizer from EtcdMember %s: %w", m.Name, err)
 	}
 	return nil
+}
+
+// reachOthers lists m's cluster's members and works out how to reach etcd
+// through the ones other than m that run (a Pod, past their first add): the
+// members to ask about m.
+func (r *Reconciler) reachOthers(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember) ([]v1alpha1.EtcdMember, etcdaccess.Access, []string, error) {
+	var list v1alpha1.EtcdMemberList
+	if err := r.List(ctx, &list, client.InNamespace(m.Namespace),
+		client.MatchingLabels{v1alpha1.ClusterLabel: m.Spec.ClusterName}); err != nil {
+		return nil, etcdaccess.Access{}, nil, fmt.Errorf("failed to list EtcdMembers of %s: %w", m.Spec.ClusterName, err)
+	}
+	all := make([]*v1alpha1.EtcdMember, len(list.Items))
+	for i := range list.Items {
+		all[i] = &list.Items[i]
+	}
+	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, all)
+	if err != nil {
+		return nil, etcdaccess.Access{}, nil, err
+	}
+	var endpoints []string
+	for _, s := range list.Items {
+		if s.Name != m.Name && s.Status.PodName != "" && !s.Pending() {
+			endpoints = append(endpoints, access.URL(s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))))
+		}
+	}
+	return list.Items, access, endpoints, nil
 }

@@ -7,11 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
-	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/tlstransition"
 )
 
@@ -42,23 +40,10 @@ func (r *Reconciler) movePeerURL(ctx context.Context, cluster *v1alpha1.EtcdClus
 		return
 	}
 	log := ctrl.LoggerFrom(ctx)
-	var siblings v1alpha1.EtcdMemberList
-	if err := r.List(ctx, &siblings, client.InNamespace(m.Namespace),
-		client.MatchingLabels{v1alpha1.ClusterLabel: m.Spec.ClusterName}); err != nil {
-		log.Info("Could not list the member's siblings to move its peer URL; its Pod starts all the same", "error", err.Error())
-		return
-	}
-	var endpoints []string
-	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, memberPtrs(siblings.Items))
+	_, access, endpoints, err := r.reachOthers(ctx, cluster, m)
 	if err != nil {
 		log.Info("Could not work out how to reach etcd to move the member's peer URL; its Pod starts all the same", "error", err.Error())
 		return
-	}
-	for i := range siblings.Items {
-		s := &siblings.Items[i]
-		if s.Name != m.Name && s.Status.PodName != "" && !s.Pending() {
-			endpoints = append(endpoints, access.URL(s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))))
-		}
 	}
 	if len(endpoints) == 0 {
 		return
@@ -89,12 +74,4 @@ func (r *Reconciler) movePeerURL(ctx context.Context, cluster *v1alpha1.EtcdClus
 		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, "PeerURLUpdated", "TurnOnTLS",
 			"Told etcd the https peer URL of member %s, %s, before starting it", m.Name, m.Spec.PeerURL)
 	}
-}
-
-func memberPtrs(ms []v1alpha1.EtcdMember) []*v1alpha1.EtcdMember {
-	out := make([]*v1alpha1.EtcdMember, len(ms))
-	for i := range ms {
-		out[i] = &ms[i]
-	}
-	return out
 }
