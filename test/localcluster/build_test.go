@@ -97,37 +97,34 @@ func TestReplaceLinkNeverLeavesTheLinkMissing(t *testing.T) {
 }
 
 // TestEnvtestBinariesSurviveTheSweep: a process started from envtest's
-// link is not one the cluster's sweep of leftovers takes for its own, while
-// one started from the build cache itself is.
+// link, or from the build cache by someone else (an integration test's etcd),
+// is not one the cluster's sweep of leftovers takes for its own, while one
+// started from the build cache by the cluster (it carries the mark) is.
 func TestEnvtestBinariesSurviveTheSweep(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
+	shell, err := exec.LookPath("sh")
 	if err != nil {
-		t.Fatalf("no sleep binary: %v", err)
+		t.Fatalf("no shell: %v", err)
 	}
 	root := t.TempDir()
 	l := Layout{StateDir: filepath.Join(root, "state"), CacheDir: filepath.Join(root, "cache")}
-	built := filepath.Join(l.CacheDir, "bin", "kubernetes-test", "sleep")
-	envtest := filepath.Join(l.CacheDir, "envtest", "test", "sleep")
+	built := filepath.Join(l.CacheDir, "bin", "kubernetes-test", "sh")
+	envtest := filepath.Join(l.CacheDir, "envtest", "test", "sh")
 	for _, d := range []string{filepath.Dir(built), filepath.Dir(envtest)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := copyExecutable(sleep, built); err != nil {
+	if err := copyExecutable(shell, built); err != nil {
 		t.Fatal(err)
 	}
 	if err := replaceLink(built, envtest); err != nil {
 		t.Fatal(err)
 	}
-	start := func(path string) int {
-		cmd := exec.Command(path, "60")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd.Process.Pid
+	start := func(path string, env ...string) int {
+		return startWaiting(t, path, env...)
 	}
-	fromEnvtest, fromCache := start(envtest), start(built)
+	mark := ownerEnv + "=" + l.StateDir
+	fromEnvtest, fromCache, ofCluster := start(envtest, mark), start(built), start(built, mark)
 	swept := map[int]bool{}
 	for _, pid := range l.LeftoverProcesses() {
 		swept[pid] = true
@@ -135,7 +132,10 @@ func TestEnvtestBinariesSurviveTheSweep(t *testing.T) {
 	if swept[fromEnvtest] {
 		t.Errorf("the sweep would kill a process started from envtest's link (pid %d)", fromEnvtest)
 	}
-	if !swept[fromCache] {
-		t.Errorf("the sweep misses a process started from the build cache (pid %d)", fromCache)
+	if swept[fromCache] {
+		t.Errorf("the sweep would kill a process started from the build cache by another user (pid %d)", fromCache)
+	}
+	if !swept[ofCluster] {
+		t.Errorf("the sweep misses a process of the cluster started from the build cache (pid %d)", ofCluster)
 	}
 }

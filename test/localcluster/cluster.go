@@ -182,6 +182,9 @@ func (l Layout) startSupervisor(executable string) error {
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Dir = l.RepoRoot
+	// Every process of the cluster inherits the mark, so a sweep can tell
+	// them from other users of the cached binaries (a test's own etcd).
+	cmd.Env = append(os.Environ(), ownerEnv+"="+l.StateDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("failed to start the supervisor: %w", err)

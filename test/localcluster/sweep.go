@@ -18,9 +18,20 @@ import (
 // identify our things by where they live (state dir, run dir, cache dir,
 // cgroup subtree), never by guessing from names alone.
 
-// LeftoverProcesses lists processes that belong to the local cluster.
+// ownerEnv marks, in their environment, the processes the supervisor starts
+// and everything they start in turn.
+const ownerEnv = "QUORUMCTL_LOCALCLUSTER"
+
+// LeftoverProcesses lists processes that belong to the local cluster: those
+// naming its state or run dir, those carrying its mark that run a cached
+// binary, and those in its cgroups. A cached binary alone does not make a
+// process ours: integration tests and benchmarks run the same etcd and S3
+// server beside a cluster, and a cluster-down must neither kill nor report
+// them.
 func (l Layout) LeftoverProcesses() []int {
-	markers := []string{l.StateDir + "/", runDir + "/", filepath.Join(l.CacheDir, "bin") + "/"}
+	markers := []string{l.StateDir + "/", runDir + "/"}
+	cacheBin := filepath.Join(l.CacheDir, "bin") + "/"
+	mark := ownerEnv + "=" + l.StateDir
 	self := os.Getpid()
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
@@ -39,14 +50,36 @@ func (l Layout) LeftoverProcesses() []int {
 		if strings.Contains(text, " supervise") {
 			continue
 		}
-		for _, m := range markers {
-			if strings.Contains(text, m) {
-				pids = append(pids, pid)
-				break
-			}
+		if ownsProcess(text, markers, cacheBin, func() bool { return hasEnv(pid, mark) }) {
+			pids = append(pids, pid)
 		}
 	}
 	return append(pids, cgroupProcesses()...)
+}
+
+// ownsProcess decides from a process's command line and executable (text)
+// whether it is the cluster's; marked is asked only for a cached binary.
+func ownsProcess(text string, markers []string, cacheBin string, marked func() bool) bool {
+	for _, m := range markers {
+		if strings.Contains(text, m) {
+			return true
+		}
+	}
+	return strings.Contains(text, cacheBin) && marked()
+}
+
+// hasEnv reports whether the process's environment holds kv exactly.
+func hasEnv(pid int, kv string) bool {
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		return false
+	}
+	for _, v := range strings.Split(string(env), "\x00") {
+		if v == kv {
+			return true
+		}
+	}
+	return false
 }
 
 // cgroupHierarchies lists the cgroup v1 hierarchies (or the v2 root).
