@@ -32,8 +32,8 @@ type ChecksumReader struct {
 	// over the stream gives both, where a second hash beside it would
 	// cost as much again.
 	db hash.Hash
-	// whole asks for that SHA-256 of every byte; sum holds it once
-	// verified.
+	// whole asks for that SHA-256 of every byte; sum holds it once the
+	// stream has ended, verified or not.
 	whole bool
 	sum   []byte
 	tail  [2 * TrailerSize]byte
@@ -93,18 +93,25 @@ func (c *ChecksumReader) feed(p []byte) {
 }
 
 func (c *ChecksumReader) verify() error {
-	if !hasTrailer(c.n) {
-		return fmt.Errorf("%w: a snapshot stream of %d bytes carries no SHA-256 (a database plus its digest is 32 bytes past a multiple of 512)", ErrChecksumMismatch, c.n)
-	}
-	c.trailer = append([]byte(nil), c.tail[:TrailerSize]...)
-	if got := c.db.Sum(nil); string(got) != string(c.trailer) {
-		return fmt.Errorf("%w: etcd's SHA-256 of the snapshot is %x, the bytes received hash to %x", ErrChecksumMismatch, c.trailer, got)
+	digested := hasTrailer(c.n)
+	var got []byte
+	if digested {
+		c.trailer = append([]byte(nil), c.tail[:TrailerSize]...)
+		got = c.db.Sum(nil)
 	}
 	if c.whole {
-		// The database's digest is taken; the rest of the stream is the
-		// digest itself.
-		c.db.Write(c.trailer)
+		// The database's digest is taken; the rest of the stream, held
+		// back from it (the digest, if there is one), ends the hash of
+		// every byte. It is taken whether or not the digest matched: a
+		// download reports what it received (ReceivedSHA256).
+		c.db.Write(c.tail[:c.tailLen])
 		c.sum = c.db.Sum(nil)
+	}
+	if !digested {
+		return fmt.Errorf("%w: a snapshot stream of %d bytes carries no SHA-256 (a database plus its digest is 32 bytes past a multiple of 512)", ErrChecksumMismatch, c.n)
+	}
+	if string(got) != string(c.trailer) {
+		return fmt.Errorf("%w: etcd's SHA-256 of the snapshot is %x, the bytes received hash to %x", ErrChecksumMismatch, c.trailer, got)
 	}
 	return io.EOF
 }
@@ -118,8 +125,20 @@ func (c *ChecksumReader) Size() int64 { return c.n }
 // SHA256 is the hex SHA-256 of every byte read, the digest included: the
 // stored object's, if it is stored as etcd sent it. It is known once the
 // stream is Verified, and empty before, after a failed stream, and from a
-// NewTrailerReader.
+// NewTrailerReader: what a save records is always of a checked stream.
 func (c *ChecksumReader) SHA256() string {
+	if !c.Verified() {
+		return ""
+	}
+	return c.ReceivedSHA256()
+}
+
+// ReceivedSHA256 is the same SHA-256 of every byte read once the stream has
+// ended, whether etcd's digest matched or not (empty before its end, after
+// a read error, and from a NewTrailerReader). A download of an object
+// stored as etcd sent it compares it with the recorded one, and reports it
+// when the object is damaged, without a second hash over the same bytes.
+func (c *ChecksumReader) ReceivedSHA256() string {
 	if c.sum == nil {
 		return ""
 	}

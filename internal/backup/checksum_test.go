@@ -132,3 +132,41 @@ func TestChecksumReaderHashesTheObjectOnlyOnceVerified(t *testing.T) {
 		t.Fatal("a trailer reader reports the object's SHA-256")
 	}
 }
+
+// What a download compares with the recorded SHA-256 and reports: the hash
+// of every byte received, whether or not etcd's digest matched, from the
+// same pass that checked it; none for a stream that broke.
+func TestChecksumReaderReportsWhatItReceived(t *testing.T) {
+	good := stream(t, 2)
+	flipped := bytes.Clone(good)
+	flipped[4097] ^= 0x01
+	for name, in := range map[string][]byte{
+		"good":                  good,
+		"a flipped byte":        flipped,
+		"no digest":             good[:len(good)-32],
+		"shorter than a digest": good[:20],
+		"empty":                 nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, wrap := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader} {
+				c := NewChecksumReader(wrap(bytes.NewReader(in)))
+				_, _ = readAll(c)
+				whole := sha256.Sum256(in)
+				if c.ReceivedSHA256() != hex.EncodeToString(whole[:]) || c.Size() != int64(len(in)) {
+					t.Fatalf("received %s, %d bytes; want %x, %d", c.ReceivedSHA256(), c.Size(), whole, len(in))
+				}
+			}
+		})
+	}
+	boom := errors.New("stream broke")
+	c := NewChecksumReader(io.MultiReader(bytes.NewReader(good[:100]), iotest.ErrReader(boom)))
+	_, _ = readAll(c)
+	if got := c.ReceivedSHA256(); got != "" {
+		t.Fatalf("a broken stream reports %q received", got)
+	}
+	tr := NewTrailerReader(bytes.NewReader(good))
+	_, _ = readAll(tr)
+	if got := tr.ReceivedSHA256(); got != "" {
+		t.Fatalf("a trailer reader reports %q received", got)
+	}
+}

@@ -131,11 +131,12 @@ func gateOpen(dataDir string, env Env) bool {
 }
 
 // Fetch downloads the snapshot into the work dir and decrypts and decodes
-// it on the way, streaming: store → hash of the stored object → age →
-// decoder → check of etcd's digest → file. The recorded SHA-256 and size
-// are of the stored object; etcd's own digest is checked on the decoded
-// stream. The file gets its final name only when both match. The key is
-// checked against the recorded fingerprint before the store is read.
+// it on the way, in one streaming pass (receive). The recorded SHA-256 and
+// size are of the stored object; etcd's own digest is checked on the
+// decoded stream. The file gets its final name only when both match
+// (backup.CheckDownload); a refused or failed download leaves no file. The
+// key is checked against the recorded fingerprint before the store is
+// read.
 func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) error {
 	key, err := a.EncryptionKey.decryptionKey(a.KeyFingerprint)
 	if err != nil {
@@ -159,33 +160,21 @@ func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) erro
 		return fmt.Errorf("failed to create %s: %w", partial, err)
 	}
 	defer f.Close()
-	object := backup.NewObjectHash()
-	stored := io.TeeReader(src, object)
-	r, closeDec, err := openStored(stored, a.Compression, a.Encryption, key)
-	if errors.Is(err, crypt.ErrWrongKey) {
+	// Whatever is refused leaves nothing of itself: the partial file holds
+	// bytes no check vouches for, as many as the snapshot, on the seed's
+	// data volume.
+	kept := false
+	defer func() {
+		if !kept {
+			_ = os.Remove(partial)
+		}
+	}()
+	d, r, err := receive(f, src, a, key)
+	if err != nil {
 		return err
 	}
-	if err == nil {
-		defer closeDec()
-		_, err = io.CopyBuffer(f, r, make([]byte, copyBuffer))
-	}
-	// Whatever the decoder left unread is part of the object too: read it,
-	// so the stored object's hash covers every byte, and so a decoding
-	// error caused by damaged bytes is reported as what it is.
-	_, derr := io.Copy(io.Discard, stored)
-	mismatch := derr == nil && (object.Size() != a.Size || object.SHA256() != a.SHA256)
-	switch {
-	case mismatch:
-		cause := ""
-		if err != nil {
-			cause = fmt.Sprintf(" (decoding stopped: %v)", err)
-		}
-		return fmt.Errorf("%w: downloaded %d bytes with SHA-256 %s; the snapshot was recorded as %d bytes with %s%s",
-			backup.ErrChecksumMismatch, object.Size(), object.SHA256(), a.Size, a.SHA256, cause)
-	case err != nil:
-		return fmt.Errorf("failed to download the snapshot: %w", err)
-	case derr != nil:
-		return fmt.Errorf("failed to download the snapshot: %w", derr)
+	if err := backup.CheckDownload(d, a.Size, a.SHA256); err != nil {
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("failed to sync %s: %w", partial, err)
@@ -196,9 +185,64 @@ func Fetch(ctx context.Context, st store.Store, a FetchArgs, log io.Writer) erro
 	if err := os.Rename(partial, final); err != nil {
 		return fmt.Errorf("failed to rename %s: %w", partial, err)
 	}
+	kept = true
 	_, _ = fmt.Fprintf(log, "downloaded and checked %d bytes (%s%s), sha256 %s; decoded %d bytes, etcd's sha256 %s verified\n",
-		object.Size(), compressionName(a.Compression), decryptedWith(a), object.SHA256(), r.Size(), r.EtcdSHA256())
+		d.Size, compressionName(a.Compression), decryptedWith(a), d.SHA256, r.Size(), r.EtcdSHA256())
 	return nil
+}
+
+// receive is the one pass over the stored object: store → hash of the
+// stored object → age → decoder → check of etcd's digest → dst. An object
+// stored as etcd sent it (backup.StoredAsSent) is hashed once, by the
+// checksum reader, which gives both its SHA-256 and etcd's check; a
+// second hash of the same bytes was over a quarter of a fetch's CPU
+// (BenchmarkRestoreFromS3, docs/design/0028). Encoded, the stored bytes
+// are others and are hashed as they arrive. It decides nothing: what it
+// found is for backup.CheckDownload. Its error is a wrong key only, which
+// age finds in the header before any payload.
+func receive(dst io.Writer, src io.Reader, a FetchArgs, key crypt.Key) (backup.Download, *backup.ChecksumReader, error) {
+	var (
+		r      *backup.ChecksumReader
+		stored io.Reader
+		err    error
+	)
+	var object *backup.ObjectHash
+	if backup.StoredAsSent(a.Compression, a.Encryption) {
+		r = backup.NewChecksumReader(src)
+		stored = r
+	} else {
+		object = backup.NewObjectHash()
+		stored = io.TeeReader(src, object)
+		var closeDec func()
+		r, closeDec, err = openStored(stored, a.Compression, a.Encryption, key)
+		if errors.Is(err, crypt.ErrWrongKey) {
+			return backup.Download{}, nil, err
+		}
+		if err == nil {
+			defer closeDec()
+		}
+	}
+	if err == nil {
+		_, err = io.CopyBuffer(dst, r, make([]byte, copyBuffer))
+	}
+	// Whatever the decoder left unread is part of the object too: read it,
+	// so the stored object's hash covers every byte, and so a decoding
+	// error caused by damaged bytes is reported as what it is. Read as
+	// sent, the checksum reader has read to the end already unless the
+	// write failed, or it ended with its error, which it repeats.
+	_, derr := io.Copy(io.Discard, stored)
+	d := backup.Download{DecodeErr: err, Verified: r != nil && r.Verified()}
+	if object == nil {
+		d.SHA256, d.Size = r.ReceivedSHA256(), r.Size()
+		d.Ended = d.SHA256 != ""
+	} else {
+		d.SHA256, d.Size = object.SHA256(), object.Size()
+		d.Ended = derr == nil
+	}
+	if !d.Ended {
+		d.ReadErr = derr
+	}
+	return d, r, nil
 }
 
 func decryptedWith(a FetchArgs) string {

@@ -280,7 +280,7 @@ func stream(ctx context.Context, st store.Store, c etcd.Client, endpoint, key st
 	var r *backup.ChecksumReader
 	var object *backup.ObjectHash
 	sealed := io.Writer(w)
-	if to == nil && (compression == "" || compression == v1alpha1.CompressionNone) {
+	if to == nil && backup.StoredAsSent(compression, "") {
 		r = backup.NewChecksumReader(s)
 	} else {
 		r = backup.NewTrailerReader(s)

@@ -119,26 +119,55 @@ func Encrypt(r Recipient, w io.Writer) (io.WriteCloser, error) {
 
 // NewReader decrypts r with k. The header is read and the key checked
 // here, before any payload: a wrong key is refused before a byte of the
-// snapshot is read. Errors while reading the payload wrap ErrDamaged.
+// snapshot is read. Errors while reading the payload wrap ErrDamaged,
+// except those of r itself (a connection reset), which are returned as
+// they are: they say nothing of the object, and a restore retries them
+// rather than refusing the snapshot.
 func NewReader(k Key, r io.Reader) (io.Reader, error) {
-	out, err := age.Decrypt(r, k.id)
+	src := &source{r: r}
+	out, err := age.Decrypt(src, k.id)
 	var noMatch *age.NoIdentityMatchError
 	switch {
 	case errors.As(err, &noMatch):
 		return nil, fmt.Errorf("%w (it needs another key than %s)", ErrWrongKey, k.Fingerprint())
+	case err != nil && src.err != nil:
+		return nil, src.err
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
 	}
-	return damaged{out}, nil
+	return damaged{out, src}, nil
+}
+
+// source remembers the error r's Read failed with, other than its end.
+type source struct {
+	r   io.Reader
+	err error
+}
+
+func (s *source) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.err = err
+	}
+	return n, err
 }
 
 // damaged classifies the payload's errors: past the header, any error
-// but the end is a chunk that failed (or is missing).
-type damaged struct{ r io.Reader }
+// but the end, or the source's own, is a chunk that failed (or is
+// missing: an object cut short ends cleanly, and age finds its last chunk
+// missing).
+type damaged struct {
+	r   io.Reader
+	src *source
+}
 
 func (d damaged) Read(p []byte) (int, error) {
 	n, err := d.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+	case d.src.err != nil:
+		err = d.src.err
+	default:
 		err = fmt.Errorf("%w: %v", ErrDamaged, err)
 	}
 	return n, err

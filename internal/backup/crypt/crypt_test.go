@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func newKey(t *testing.T) (Key, []byte) {
@@ -89,6 +90,27 @@ func TestADamagedObjectIsDamaged(t *testing.T) {
 			}
 			if !errors.Is(err, ErrDamaged) || errors.Is(err, ErrWrongKey) {
 				t.Fatalf("err = %v, want ErrDamaged only", err)
+			}
+		})
+	}
+}
+
+// A source that fails (the store's connection) is no damage of the object:
+// its error comes through as it is, in the header or the payload, and is
+// not taken for a changed object, which a restore would refuse for good.
+func TestAFailedSourceIsNotDamage(t *testing.T) {
+	k, _ := newKey(t)
+	sealed := encrypt(t, k, plaintext(200<<10))
+	boom := errors.New("connection reset")
+	for name, at := range map[string]int{"in the header": 20, "in the payload": len(sealed) / 2} {
+		t.Run(name, func(t *testing.T) {
+			src := io.MultiReader(bytes.NewReader(sealed[:at]), iotest.ErrReader(boom))
+			r, err := NewReader(k, src)
+			if err == nil {
+				_, err = io.ReadAll(r)
+			}
+			if !errors.Is(err, boom) || errors.Is(err, ErrDamaged) || errors.Is(err, ErrWrongKey) {
+				t.Fatalf("err = %v, want the source's own error only", err)
 			}
 		})
 	}
