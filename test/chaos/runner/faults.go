@@ -334,5 +334,5 @@ func (r *run) waitRecovered(ctx context.Context, cluster string, victims []victi
 		}
 		return fmt.Errorf("%s did not recover within %s: %w", cluster, r.cfg.RecoveryTimeout, r.violation(last[0]))
 	}
-	return nil
+	return r.checkLossReplaced(ctx, victims)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -70,4 +71,55 @@ func (r *run) deletePVC(ctx context.Context, name string, rec *chaos.FaultRecord
 	}
 	rec.Note = fmt.Sprintf("claim %s (volume %s) gone %s after its deletion, its Pod deleted", claimName, claim.Spec.VolumeName, time.Since(deleted).Round(100*time.Millisecond))
 	return nil
+}
+
+// lossEventWithin bounds the wait for the Event of a replacement: the
+// operator records it before it deletes the member, so it is there by the
+// time the cluster has recovered, but the API server may show it late.
+const lossEventWithin = 30 * time.Second
+
+// checkLossReplaced checks, once the cluster has recovered, that each
+// victim of delete-pvc was replaced because etcd refused to start on its
+// empty volume, and adds the reason to the fault's note.
+func (r *run) checkLossReplaced(ctx context.Context, victims []victim) error {
+	for _, v := range victims {
+		if v.fault.Kind != chaos.DeletePVC || v.before.Name == "" {
+			continue
+		}
+		var reason string
+		var bad *chaos.Violation
+		err := framework.WaitFor(ctx, lossEventWithin, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+			events, err := r.remediationEvents(ctx)
+			if err != nil {
+				return false, err
+			}
+			var done bool
+			reason, done, bad = chaos.CheckLossReplaced(v.before.Name, events)
+			return done, nil
+		})
+		if bad != nil {
+			return r.violation(*bad)
+		}
+		if err != nil {
+			return r.violation(chaos.Violation{Invariant: chaos.InvRecovered, Detail: fmt.Sprintf(
+				"no Event of the operator says why %s, which lost its data, was replaced: %v", v.before.Name, err)})
+		}
+		v.fault.Note += "; replaced for " + reason
+	}
+	return nil
+}
+
+// remediationEvents are the operator's Warning Events in the run's namespace.
+func (r *run) remediationEvents(ctx context.Context) ([]chaos.RemediationEvent, error) {
+	list, err := r.env.Clientset.EventsV1().Events(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []chaos.RemediationEvent
+	for _, e := range list.Items {
+		if e.Type == corev1.EventTypeWarning {
+			out = append(out, chaos.RemediationEvent{Action: e.Action, Reason: e.Reason, Note: e.Note})
+		}
+	}
+	return out, nil
 }
