@@ -23,6 +23,13 @@ const (
 	WipeSeed Kind = "wipe-seed"
 	// WipeMember does the same to a member that is not the seed.
 	WipeMember Kind = "wipe-member"
+	// DeletePVC deletes a member's claim and then its Pod, as a user gives a
+	// member a fresh disk. The member keeps its name, and so its peer URL:
+	// the operator re-creates both, and an etcd with an empty data dir
+	// starts at the address etcd's membership knows under the member's ID,
+	// the state etcd's robustness suite reaches with MemberReplace. It must
+	// refuse to start and be replaced, never serve again.
+	DeletePVC Kind = "delete-pvc"
 	// Corrupt damages every WAL segment so that etcd cannot read it, and
 	// restarts etcd.
 	Corrupt Kind = "corrupt"
@@ -73,7 +80,7 @@ const (
 
 // AllKinds lists every kind, in a fixed order for reports.
 var AllKinds = []Kind{
-	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill,
+	Kill, DeletePod, WipeSeed, WipeMember, DeletePVC, Corrupt, Partition, DiskFill,
 	PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk,
 	CrashScaleUp, CrashScaleDown, CrashReplace, CrashRollout,
 	NodeStop, OperatorDown,
@@ -81,7 +88,7 @@ var AllKinds = []Kind{
 
 // ShortKinds are the fast faults of the run inside make test.
 var ShortKinds = []Kind{
-	Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition,
+	Kill, DeletePod, WipeSeed, WipeMember, DeletePVC, Corrupt, Partition,
 	PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk,
 	CrashReplace, CrashRollout, OperatorDown,
 }
@@ -89,7 +96,7 @@ var ShortKinds = []Kind{
 // IsMemberFault reports a fault that takes exactly one member down.
 func (k Kind) IsMemberFault() bool {
 	switch k {
-	case Kill, DeletePod, WipeSeed, WipeMember, Corrupt, Partition, DiskFill, PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk:
+	case Kill, DeletePod, WipeSeed, WipeMember, DeletePVC, Corrupt, Partition, DiskFill, PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk:
 		return true
 	}
 	return false

@@ -29,7 +29,7 @@ const (
 // RecoveryOf is the recovery a fault of kind k waits for.
 func RecoveryOf(k Kind) Recovery {
 	switch k {
-	case WipeSeed, WipeMember, CrashReplace:
+	case WipeSeed, WipeMember, DeletePVC, CrashReplace:
 		return RecoverReplaced
 	case Partition, NodeStop, PauseLeader, PauseFollower, PeerLoss, PeerLatency, SlowDisk:
 		return RecoverBack

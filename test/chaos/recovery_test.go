@@ -48,7 +48,7 @@ func TestHealed(t *testing.T) {
 			t.Errorf("%s: %v", c.name, v)
 		}
 	}
-	if RecoveryOf(WipeSeed) != RecoverReplaced || RecoveryOf(Kill) != RecoverRestarted || RecoveryOf(Partition) != RecoverBack {
+	if RecoveryOf(WipeSeed) != RecoverReplaced || RecoveryOf(DeletePVC) != RecoverReplaced || RecoveryOf(Kill) != RecoverRestarted || RecoveryOf(Partition) != RecoverBack {
 		t.Fatal("RecoveryOf")
 	}
 }

@@ -243,6 +243,8 @@ func TestCandidates(t *testing.T) {
 		{WipeSeed, false, nil, []string{"c-a"}},
 		{WipeSeed, true, nil, []string{"c-a"}},
 		{WipeMember, false, nil, []string{"c-b", "c-c"}},
+		{DeletePVC, false, nil, []string{"c-a", "c-b", "c-c"}},
+		{DeletePVC, true, nil, []string{"c-b", "c-c"}},
 		{Kill, false, nil, []string{"c-a", "c-b", "c-c"}},
 		{Kill, true, nil, []string{"c-b", "c-c"}},
 		{Partition, false, map[string]bool{"c-b": true}, []string{"c-a", "c-c"}},

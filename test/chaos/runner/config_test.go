@@ -57,3 +57,16 @@ func TestWithoutDropsKindsAndEmptyClusters(t *testing.T) {
 		t.Errorf("clusters %d, global kinds %v", len(cfg.Clusters), cfg.GlobalKinds)
 	}
 }
+
+// The same-peer-URL replacement (a member's claim and Pod deleted) is drawn
+// by every cluster on volumes, in both runs, and never by the Memory
+// cluster, whose members have no claim.
+func TestDeletePVCOnEveryVolumeCluster(t *testing.T) {
+	for _, cfg := range []Config{ShortConfig(1, "ns", t.TempDir()), LongConfig(1, "ns", t.TempDir(), 0, 0)} {
+		for _, c := range cfg.Clusters {
+			if got := slices.Contains(c.Kinds, chaos.DeletePVC); got == c.Memory {
+				t.Errorf("%s (Memory %t) draws delete-pvc: %t", c.Name, c.Memory, got)
+			}
+		}
+	}
+}

@@ -116,6 +116,8 @@ func (r *run) inject(ctx context.Context, f chaos.Fault, name string, rec *chaos
 		return client.IgnoreNotFound(r.env.Clientset.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 	case chaos.WipeSeed, chaos.WipeMember:
 		return r.env.LoseDataDir(ctx, ns, name)
+	case chaos.DeletePVC:
+		return r.deletePVC(ctx, name, rec)
 	case chaos.Corrupt:
 		if err := r.env.CorruptDataDir(ctx, ns, name); err != nil {
 			return err
@@ -332,5 +334,5 @@ func (r *run) waitRecovered(ctx context.Context, cluster string, victims []victi
 		}
 		return fmt.Errorf("%s did not recover within %s: %w", cluster, r.cfg.RecoveryTimeout, r.violation(last[0]))
 	}
-	return nil
+	return r.checkLossReplaced(ctx, victims)
 }
