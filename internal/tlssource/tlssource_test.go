@@ -100,8 +100,8 @@ func TestIDAndDescribe(t *testing.T) {
 		t.Fatalf("ID = %q", got)
 	}
 	for id, want := range map[string]string{
-		secretA: "Secret a",
-		issuerB: "cert-manager Issuer b",
+		secretA:                           "Secret a",
+		issuerB:                           "cert-manager Issuer b",
 		"CertManager/example.com/Vault/v": "issuer example.com/Vault v",
 	} {
 		if got := Describe(id); got != want {
