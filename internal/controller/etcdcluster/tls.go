@@ -63,6 +63,11 @@ type tlsSection struct {
 	phase string
 	// wait is what holds the section's rotation, beside its own work.
 	wait carotation.Wait
+	// sourceID names the source the spec gives (package tlssource).
+	sourceID string
+	// switchFrom and switchTo name a switch of the source under way
+	// (tls_sourceswitch.go); empty when none is.
+	switchFrom, switchTo string
 }
 
 // reconcileTLS keeps every certificate and trust bundle the cluster's TLS
@@ -131,7 +136,7 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, e
 	// ended this pass leaves no deadline behind (latchTarget kept it, from
 	// the rotation the last pass recorded).
 	switch {
-	case s.reached && (s.rotationSummary() != "" || s.transitionActive()):
+	case s.reached && (s.rotationSummary() != "" || s.switchSummary() != "" || s.transitionActive()):
 		s.reached = false
 	case s.reached:
 		s.cluster.Status.ProgressDeadline = nil
