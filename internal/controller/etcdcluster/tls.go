@@ -105,6 +105,11 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, e
 		if s.progress.reason == "" {
 			s.setProgress(v1alpha1.TLSSourcePendingReason, "%s", s.tls.pending)
 		}
+		// A running cluster waiting on its source (a switch to
+		// cert-manager, a new issuer, a Certificate cert-manager cannot
+		// issue) is not at its target either: the members keep what they
+		// have, and Ready says what is awaited.
+		s.reached = false
 		return ctrl.Result{RequeueAfter: requeueTLSPending}, nil
 	}
 	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
