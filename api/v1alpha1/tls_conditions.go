@@ -31,4 +31,14 @@ const (
 	// PlaintextInUse, clients should move to https and the user then sets
 	// the etcd.quorumctl.io/release-plaintext annotation.
 	TLSTransitioningReason = "TLSTransitioning"
+	// TLSSourceSwitchingReason (Ready=False, Progressing=True): a
+	// section's certificate source changed on the running cluster (a
+	// Secret to cert-manager, say) and the new source's CA differs from
+	// the one the members trust, so the change is rolled by the three
+	// passes of a CA rotation (docs/design/0029-tls-source-switch.md).
+	// The message names each section's old and new source and the pass,
+	// as CARotating's does. A new source of the CA the members trust
+	// takes one pass: the certificates change in place, without restarts,
+	// and this reason is not seen.
+	TLSSourceSwitchingReason = "TLSSourceSwitching"
 )

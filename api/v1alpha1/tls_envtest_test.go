@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 )
@@ -74,11 +75,24 @@ func TestTLSCreateValidation(t *testing.T) {
 }
 
 // TestTLSIsFixedAtCreation: spec.tls can be set when a cluster is created
-// and never turned on, off or changed afterwards, with a message that says
-// the transition is not supported yet.
+// or turned on later, never turned off; afterwards only a section's source
+// may change, between a Secret and cert-manager, with messages that say
+// what is refused and why.
 func TestTLSIsFixedAtCreation(t *testing.T) {
-	const refused = "spec.tls cannot be changed on an existing cluster once set: turning TLS off is refused"
+	const (
+		refused      = "spec.tls cannot be removed: turning TLS off is refused"
+		notSupported = "a change to or from OperatorManaged is not supported yet"
+		fixed        = "spec.tls.client.mutual and spec.tls.operatorManaged cannot be changed"
+	)
 	ctx := context.Background()
+	issuer := &v1alpha1.IssuerReference{Name: "ca"}
+	secretSource := func(name string) v1alpha1.CertificateSourceSpec {
+		return v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: name}
+	}
+	certManager := v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceCertManager, IssuerRef: issuer}
+	withSecrets := func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{Peer: v1alpha1.PeerTLS{CertificateSourceSpec: secretSource("p")}, Client: v1alpha1.ClientTLS{CertificateSourceSpec: secretSource("c")}}
+	}
 	t.Run("turning TLS on", func(t *testing.T) {
 		g := NewWithT(t)
 		c := newCluster("tls-on", nil)
@@ -95,15 +109,52 @@ func TestTLSIsFixedAtCreation(t *testing.T) {
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(err.Error()).To(ContainSubstring(refused))
 	})
-	t.Run("changing a source", func(t *testing.T) {
+	t.Run("from operator-managed to another source", func(t *testing.T) {
 		g := NewWithT(t)
 		c := newCluster("tls-source", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
 		g.Expect(k8s.Create(ctx, c)).To(Succeed())
-		c.Spec.TLS.Peer = v1alpha1.PeerTLS{CertificateSourceSpec: v1alpha1.CertificateSourceSpec{
-			Source: v1alpha1.CertificateSourceCertManager, IssuerRef: &v1alpha1.IssuerReference{Name: "ca"}}}
+		c.Spec.TLS.Peer = v1alpha1.PeerTLS{CertificateSourceSpec: certManager}
 		err := k8s.Update(ctx, c)
 		g.Expect(err).To(HaveOccurred())
-		g.Expect(err.Error()).To(ContainSubstring(refused))
+		g.Expect(err.Error()).To(ContainSubstring(notSupported))
+	})
+	t.Run("from a Secret to operator-managed", func(t *testing.T) {
+		g := NewWithT(t)
+		c := newCluster("tls-source-om", withSecrets)
+		g.Expect(k8s.Create(ctx, c)).To(Succeed())
+		c.Spec.TLS.Client = v1alpha1.ClientTLS{Mutual: c.Spec.TLS.Client.Mutual}
+		err := k8s.Update(ctx, c)
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring(notSupported))
+	})
+	t.Run("from a Secret to cert-manager and back, and to another Secret", func(t *testing.T) {
+		g := NewWithT(t)
+		c := newCluster("tls-source-switch", withSecrets)
+		g.Expect(k8s.Create(ctx, c)).To(Succeed())
+		c.Spec.TLS.Peer = v1alpha1.PeerTLS{CertificateSourceSpec: certManager}
+		c.Spec.TLS.Client.CertificateSourceSpec = certManager
+		g.Expect(k8s.Update(ctx, c)).To(Succeed(), "a Secret source may switch to cert-manager")
+		c.Spec.TLS.Client.CertificateSourceSpec = *certManager.DeepCopy()
+		c.Spec.TLS.Client.IssuerRef.Name = "other-ca"
+		g.Expect(k8s.Update(ctx, c)).To(Succeed(), "to another issuer")
+		c.Spec.TLS.Peer = v1alpha1.PeerTLS{CertificateSourceSpec: secretSource("p2")}
+		g.Expect(k8s.Update(ctx, c)).To(Succeed(), "and back to a Secret")
+		c.Spec.TLS.Peer = v1alpha1.PeerTLS{CertificateSourceSpec: secretSource("p3")}
+		g.Expect(k8s.Update(ctx, c)).To(Succeed(), "or to another Secret")
+	})
+	t.Run("the rest of spec.tls stays fixed", func(t *testing.T) {
+		g := NewWithT(t)
+		c := newCluster("tls-fixed", withSecrets)
+		g.Expect(k8s.Create(ctx, c)).To(Succeed())
+		c.Spec.TLS.Client.Mutual = ptr.To(false)
+		err := k8s.Update(ctx, c)
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring(fixed))
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
+		c.Spec.TLS.OperatorManaged = &v1alpha1.OperatorManagedTLS{CertificateDuration: dur(time.Hour)}
+		err = k8s.Update(ctx, c)
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring(fixed))
 	})
 	t.Run("other edits of a TLS cluster", func(t *testing.T) {
 		g := NewWithT(t)

@@ -30,8 +30,11 @@ const (
 )
 
 // TLSSpec turns on TLS for the traffic between members and on the client
-// port. It is set when the cluster is created and cannot change afterwards
-// (see the rule on EtcdClusterSpec).
+// port. It may be set when the cluster is created or later (turning TLS
+// on, docs/design/0023-plain-to-tls.md), and never removed. Afterwards
+// only each section's source may change, between a Secret and cert-manager
+// (docs/design/0029-tls-source-switch.md); see the rules on
+// EtcdClusterSpec.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.operatorManaged) || !has(self.operatorManaged.caDuration) || !has(self.operatorManaged.certificateDuration) || duration(self.operatorManaged.caDuration) > duration(self.operatorManaged.certificateDuration)",message="tls.operatorManaged.caDuration must be longer than tls.operatorManaged.certificateDuration: a CA cannot sign certificates that outlive it"
 type TLSSpec struct {
@@ -218,9 +221,8 @@ const (
 )
 
 // MemberTLS is what shapes a member's TLS. It is decided when the member is
-// created; its trust bundles are rolled like the template (a CA rotation
-// changes them), the rest is fixed: spec.tls is fixed at the cluster's
-// creation.
+// created; its trust bundles are rolled like the template (a CA rotation,
+// or a switch of source, changes them), the rest is fixed.
 type MemberTLS struct {
 	// Peer is set when the member speaks TLS to its peers.
 	// +optional

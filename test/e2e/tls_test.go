@@ -95,10 +95,10 @@ func TestTLSDefaults(t *testing.T) {
 	r.g.Expect(cl.Status.TLS.Peer.CANotAfter).NotTo(BeNil())
 	r.g.Expect(cl.Status.TLS.Client.NextRenewal).NotTo(BeNil())
 
-	// A running cluster's TLS cannot be changed yet; the API server says so.
+	// A running cluster's TLS cannot be turned off; the API server says so.
 	err = r.edit(ctx, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = nil })
 	r.g.Expect(err).To(HaveOccurred(), "turning TLS off is refused")
-	r.g.Expect(err.Error()).To(ContainSubstring("spec.tls cannot be changed on an existing cluster"))
+	r.g.Expect(err.Error()).To(ContainSubstring("spec.tls cannot be removed"))
 }
 
 // TestTLSLeafRenewalWithoutRestart: with a five-minute certificate life

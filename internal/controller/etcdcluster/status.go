@@ -195,6 +195,21 @@ func readyVoterPods(s *scope) int {
 // progressReason is what the cluster is doing, derived from the scope when
 // the pass did not record anything more specific.
 func progressReason(s *scope) (string, string) {
+	if sw := s.switchSummary(); sw != "" && (s.progress.reason == "" || s.progress.reason == v1alpha1.RollingUpdateReason || s.progress.reason == v1alpha1.RolloutPausedReason) {
+		// A source switch is carried by the passes of a CA rotation:
+		// said as the switch it is, with the pass it is in.
+		reason := v1alpha1.TLSSourceSwitchingReason
+		if s.progress.reason == v1alpha1.RolloutPausedReason || s.rotationPaused() {
+			reason = v1alpha1.RolloutPausedReason
+		}
+		if rot := s.rotationSummary(); rot != "" {
+			sw += ": " + rot
+		}
+		if s.progress.message != "" {
+			sw += " (" + s.progress.message + ")"
+		}
+		return reason, sw
+	}
 	if rot := s.rotationSummary(); rot != "" && (s.progress.reason == "" || s.progress.reason == v1alpha1.RollingUpdateReason || s.progress.reason == v1alpha1.RolloutPausedReason) {
 		// The rollout's restarts are the rotation's first and third
 		// passes: said as such, with the rollout's own word on where it is.

@@ -63,6 +63,11 @@ type tlsSection struct {
 	phase string
 	// wait is what holds the section's rotation, beside its own work.
 	wait carotation.Wait
+	// sourceID names the source the spec gives (package tlssource).
+	sourceID string
+	// switchFrom and switchTo name a switch of the source under way
+	// (tls_sourceswitch.go); empty when none is.
+	switchFrom, switchTo string
 }
 
 // reconcileTLS keeps every certificate and trust bundle the cluster's TLS
@@ -100,6 +105,11 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, e
 		if s.progress.reason == "" {
 			s.setProgress(v1alpha1.TLSSourcePendingReason, "%s", s.tls.pending)
 		}
+		// A running cluster waiting on its source (a switch to
+		// cert-manager, a new issuer, a Certificate cert-manager cannot
+		// issue) is not at its target either: the members keep what they
+		// have, and Ready says what is awaited.
+		s.reached = false
 		return ctrl.Result{RequeueAfter: requeueTLSPending}, nil
 	}
 	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
@@ -131,7 +141,7 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) (ctrl.Result, e
 	// ended this pass leaves no deadline behind (latchTarget kept it, from
 	// the rotation the last pass recorded).
 	switch {
-	case s.reached && (s.rotationSummary() != "" || s.transitionActive()):
+	case s.reached && (s.rotationSummary() != "" || s.switchSummary() != "" || s.transitionActive()):
 		s.reached = false
 	case s.reached:
 		s.cluster.Status.ProgressDeadline = nil

@@ -8,6 +8,7 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -41,13 +42,7 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, s *scope, section st
 	dns = append(dns, certs.ServiceNames(peerSvc, c.Namespace, domain)...)
 	dns = append(dns, certs.ServiceNames(clientSvc, c.Namespace, domain)...)
 	dns = append(dns, "localhost")
-	kind, group := issuer.Kind, issuer.Group
-	if kind == "" {
-		kind = cmapi.IssuerKind
-	}
-	if group == "" {
-		group = "cert-manager.io"
-	}
+	kind, group := issuerKind(issuer), issuerGroup(issuer)
 	desired := cmapi.CertificateSpec{
 		SecretName:     certManagerSecretName(c.Name, section),
 		SecretTemplate: &cmapi.CertificateSecretTemplate{Labels: v1alpha1.ClusterLabels(c.Name)},
@@ -94,6 +89,35 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, s *scope, section st
 		return fmt.Errorf("failed to update cert-manager Certificate %s: %w", name, err)
 	}
 	return nil
+}
+
+func issuerKind(issuer *v1alpha1.IssuerReference) string {
+	if issuer.Kind == "" {
+		return cmapi.IssuerKind
+	}
+	return issuer.Kind
+}
+
+func issuerGroup(issuer *v1alpha1.IssuerReference) string {
+	if issuer.Group == "" {
+		return "cert-manager.io"
+	}
+	return issuer.Group
+}
+
+// issuedBy: cert-manager's Secret was issued by issuer, as the annotations
+// cert-manager writes on it say. A Secret without them (written by an
+// older cert-manager, or by hand) is taken as the issuer's.
+func issuedBy(secret *corev1.Secret, issuer *v1alpha1.IssuerReference) bool {
+	a := secret.Annotations
+	for key, want := range map[string]string{
+		cmapi.IssuerNameAnnotationKey: issuer.Name, cmapi.IssuerKindAnnotationKey: issuerKind(issuer), cmapi.IssuerGroupAnnotationKey: issuerGroup(issuer),
+	} {
+		if got, ok := a[key]; ok && got != want {
+			return false
+		}
+	}
+	return true
 }
 
 func failedCondition(c *cmapi.Certificate) string {

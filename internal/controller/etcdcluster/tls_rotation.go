@@ -150,6 +150,12 @@ func (r *Reconciler) rotateCAs(ctx context.Context, s *scope, published map[stri
 			continue
 		}
 		d := carotation.Decide(r.sourceInput(ctx, s, sec, published))
+		// A switch of the section's source is this roll's work: recorded
+		// whatever the operator's own CA of the section does.
+		if err := r.recordSourceSwitch(ctx, s, sec, d.Phase != ""); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		if sec.phase != "" && d.Phase == "" {
 			// The operator's own CA of the section is rotating (pass 3
 			// seen on the bundle is the same for both).

@@ -66,7 +66,10 @@ func (st *sourceState) rotating() bool { return len(st.next) > 0 || len(st.previ
 // offered, for rotateCAs to begin the three passes with. A source whose CA
 // changes again during pass 1 retargets the rotation to the newest CA:
 // nothing serves the next CA yet, so the members only roll once more.
-func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section string, offered *certs.KeyPair, offeredCAs []*x509.Certificate) (*sourceState, error) {
+//
+// sourceID names the source offered; a state created from it records it
+// (tls_sourceswitch.go keeps it afterwards).
+func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section, sourceID string, offered *certs.KeyPair, offeredCAs []*x509.Certificate) (*sourceState, error) {
 	name := sourceStateSecretName(s.cluster.Name, section)
 	secret, err := r.getSecret(ctx, s, name)
 	if err != nil {
@@ -76,6 +79,7 @@ func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section string, 
 		secret = r.ownedSecret(s, name, corev1.SecretTypeOpaque, map[string][]byte{
 			corev1.TLSCertKey: offered.CertPEM, corev1.TLSPrivateKeyKey: offered.KeyPEM, sourceCAKey: certs.NewBundle(offeredCAs).PEM(),
 		})
+		secret.Annotations = map[string]string{adoptedSourceNote: sourceID}
 		if err := r.Create(ctx, secret); err != nil {
 			return nil, fmt.Errorf("failed to create Secret %s: %w", name, err)
 		}
@@ -91,14 +95,17 @@ func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section string, 
 		data[k] = v
 	}
 	switch {
-	case !st.changed() && !st.leaf.Cert.Equal(offered.Cert):
-		// A renewal under the same CA.
-		data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = offered.CertPEM, offered.KeyPEM
-	case len(st.next) > 0 && !st.offeredCAs.Equal(st.next) && st.changed():
-		data[nextCertKey] = st.offeredCAs.PEM()
-	case len(st.next) > 0 && !st.changed():
-		// Back to the adopted CA during pass 1: nothing to rotate.
+	case !st.changed():
+		if !st.leaf.Cert.Equal(offered.Cert) {
+			// A renewal under the same CA, or a switch to a source of
+			// the same CA (tls_sourceswitch.go).
+			data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = offered.CertPEM, offered.KeyPEM
+		}
+		// Back to the adopted CA during pass 1 (with a new certificate
+		// or the old one): nothing to rotate.
 		delete(data, nextCertKey)
+	case len(st.next) > 0 && !st.offeredCAs.Equal(st.next):
+		data[nextCertKey] = st.offeredCAs.PEM()
 	}
 	if sameData(data, secret.Data) {
 		return st, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/certs"
 	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
+	"github.com/quorumctl/etcd-operator/internal/tlssource"
 )
 
 // sourceInvalidError is a certificate source that cannot be used as it
@@ -56,6 +57,7 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 	if sec.source == v1alpha1.CertificateSourceOperatorManaged {
 		return sec, nil
 	}
+	sec.sourceID = tlssource.ID(sec.source, src)
 	secretName := src.SecretName
 	field := "spec.tls." + name + ".secretName"
 	if sec.source == v1alpha1.CertificateSourceCertManager {
@@ -64,14 +66,18 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 		}
 		secretName, field = certManagerSecretName(s.cluster.Name, name), "the cert-manager Certificate "+certificateName(s.cluster.Name, name)
 	}
-	shared, cas, err := r.readSourceSecret(ctx, s, name, secretName, field, sec.source == v1alpha1.CertificateSourceCertManager)
+	var issuer *v1alpha1.IssuerReference
+	if sec.source == v1alpha1.CertificateSourceCertManager {
+		issuer = src.IssuerRef
+	}
+	shared, cas, err := r.readSourceSecret(ctx, s, name, secretName, field, issuer)
 	if err != nil || shared == nil {
 		return nil, err
 	}
 	// The members are given what the operator adopted from the source,
 	// which is what the source holds unless its CA changed: then the old
 	// certificate stays until every member trusts the new CA.
-	adopted, err := r.adoptSource(ctx, s, name, shared, cas)
+	adopted, err := r.adoptSource(ctx, s, name, sec.sourceID, shared, cas)
 	if err != nil {
 		return nil, err
 	}
@@ -128,10 +134,11 @@ func caCommonName(s *scope, section string) string {
 	return fmt.Sprintf("%s %s CA (%s)", s.cluster.Name, section, s.cluster.Namespace)
 }
 
-// readSourceSecret reads a user's (or cert-manager's) Secret and checks it
-// can serve every member: a key that fits, a CA that signed it, the
-// members' names, and both server and client use.
-func (r *Reconciler) readSourceSecret(ctx context.Context, s *scope, section, name, field string, certManager bool) (*certs.KeyPair, []*x509.Certificate, error) {
+// readSourceSecret reads a user's (or cert-manager's, when issuer is set)
+// Secret and checks it can serve every member: a key that fits, a CA that
+// signed it, the members' names, and both server and client use.
+func (r *Reconciler) readSourceSecret(ctx context.Context, s *scope, section, name, field string, issuer *v1alpha1.IssuerReference) (*certs.KeyPair, []*x509.Certificate, error) {
+	certManager := issuer != nil
 	ref := s.cluster.Namespace + "/" + name
 	invalid := func(format string, args ...any) error {
 		return &sourceInvalidError{message: fmt.Sprintf("Secret %s (%s): ", ref, field) + fmt.Sprintf(format, args...)}
@@ -159,6 +166,13 @@ func (r *Reconciler) readSourceSecret(ctx context.Context, s *scope, section, na
 			}
 			return nil, nil, invalid("has no %s", k)
 		}
+	}
+	if certManager && !issuedBy(&secret, issuer) {
+		// The issuer changed (spec.tls.<section>.issuerRef): cert-manager
+		// reissues, and what the Secret holds until then is the old
+		// issuer's, which is no switch to the new one yet.
+		s.tls.pending = fmt.Sprintf("waiting for cert-manager to reissue %s's %s certificate into Secret %s from %s %s", s.cluster.Name, section, ref, issuerKind(issuer), issuer.Name)
+		return nil, nil, nil
 	}
 	pair, err := certs.ParseKeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
