@@ -1,12 +1,66 @@
 // Package etcdcluster reconciles EtcdCluster objects. It decides which members
 // exist and drives etcd's membership through single-seed bootstrap,
 // learner-first scale-up and quorum-safe scale-down, one change at a time.
-// Pods and volumes are the etcdmember controller's concern.
+// It keeps the cluster's Services, PodDisruptionBudget, NetworkPolicy and TLS
+// material. Each member's Pod and volume are the etcdmember controller's
+// concern; this controller only grows a volume online (volumes.go).
 //
-// Files: reconciler.go orchestrates; scope.go gathers what one pass observes;
-// survey.go asks etcd for its membership and each member's health;
-// phases.go runs the phase list; target.go latches the spec into
-// status.observed; bootstrap.go forms the cluster; members.go keeps member
-// status in step with etcd and finishes half-done adds and promotions;
-// scale.go adds and removes members; status.go computes every condition.
+// A pass: Reconcile observes into a scope (newScope), runs the phase list it
+// hands to runPhases, and, deferred, computes the status (updateStatus) and
+// patches it once. The order of the phases is that list; the order of the
+// membership steps is the body of reconcileMembership. Neither is restated
+// here. docs/development/architecture.md describes the pass and who writes
+// what.
+//
+// Source map. The pass:
+//   - reconciler.go: Reconciler, Reconcile and its phase list, the status
+//     patch, the Events of transitions, and the watches.
+//   - phases.go: runPhases, which runs every phase whatever the others did.
+//   - scope.go: scope, what one pass observed and decided; newScope; the
+//     etcdView and its queries.
+//   - survey.go: inspectEtcd, the pass's look at etcd: the member list, each
+//     member's status, members' own lists, alarms, metrics self-reports.
+//   - memo.go: memo, what is kept in memory between passes of one cluster.
+//   - consts.go: requeue intervals and timeouts.
+//   - target.go: latchTarget (status.observed), the progress deadline, and
+//     whether the target is reached.
+//   - status.go: updateStatus, the one place conditions are set;
+//     status_maintenance.go: the Maintenance condition.
+//   - metrics.go: the cluster's metrics, recorded with the status.
+//
+// The phases besides membership:
+//   - tls.go: reconcileTLS; tls_sources.go: CAs, certificate sources and
+//     trust bundles; tls_certmanager.go: cert-manager Certificates;
+//     tls_publish.go: member and client certificate Secrets; tls_rotation.go
+//     and tls_sourceca.go: CA rotation; tls_transition.go: turning TLS on
+//     for a running cluster.
+//   - services.go, pdb.go, networkpolicy.go: the Services, the
+//     PodDisruptionBudget and the NetworkPolicy.
+//   - auth.go: reconcileAuth, turning etcd's authentication on.
+//   - maintenance.go: observeMaintenance and the maintenance step;
+//     maintenance_job.go: the call running in the background and what it
+//     leaves in the memo; maintenance_records.go: members' maintenance
+//     records.
+//
+// The membership phase and its steps:
+//   - members.go: syncMemberStatus (memberID, role, recorded URLs) and
+//     reconcileMembership; adding learners, promoting them, handing joiners
+//     etcd's member list.
+//   - bootstrap.go: forming the cluster from its seed, and createMember and
+//     patchMemberStatus, which other steps use; restore.go and
+//     restore_asof.go: a cluster created from a snapshot.
+//   - scale.go: scaling up and down, moving the leader away.
+//   - remediate.go: assessMembers, replacing and fencing broken members;
+//     quorumloss.go: assessQuorum and the QuorumLost report; recovery.go:
+//     carrying out a disaster recovery.
+//   - rollout.go: reconcileRollout and retiring replaced members;
+//     restarts.go: restart approvals and members restarting on purpose;
+//     volumes.go: growing or replacing a member's volume; preupgrade.go: the
+//     snapshot before a version upgrade.
+//   - pause.go: parking the last member at zero replicas, and waking it.
+//
+// Tests: harness_test.go and liveness_harness_test.go hold the harness (the
+// reconciler against a fake API server and internal/etcd/fake);
+// statespace_*_test.go is the state-space test, built without -race. See
+// docs/development/testing.md.
 package etcdcluster

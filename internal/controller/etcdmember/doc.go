@@ -2,5 +2,33 @@
 // (its data volume and Pod), reflects its etcd role onto the Pod label the
 // client Service selects, reports readiness and the running version, and on
 // deletion removes the member from etcd through a quorum-gated finalizer.
-// Which members exist is the etcdcluster controller's decision.
+// Which members exist is the etcdcluster controller's decision, and so is
+// when a member restarts: this controller re-creates a Pod only once that
+// controller has approved it (status.restartApproved).
+//
+// Source map:
+//   - reconciler.go: Reconciler, Reconcile (finalizer, volume, startup
+//     ConfigMap, Pod, approved restarts, role label, version), the status
+//     patch and the watches.
+//   - status.go: updateStatus, the status fields this controller writes and
+//     the Ready condition. memberID, role, fenced, rolledAt,
+//     restartApproved, maintenance and lastDefragTime are written by the
+//     etcdcluster controller, never here.
+//   - finalizer.go: on deletion, the quorum-gated removal from etcd, and the
+//     forced deletion of a Pod stranded on a lost node.
+//   - disruption.go: keeps a cluster's removals and restarts from
+//     interleaving, and asks etcd right before a restart (restartAllowed).
+//   - drain.go: takes a Pod out of the client Service before an approved
+//     restart deletes it.
+//   - force.go: restarts a disaster recovery's survivor so that it starts
+//     with --force-new-cluster.
+//   - peerurl.go: moves a member's peer URL to https before its Pod starts,
+//     while TLS is being turned on.
+//   - tls.go: holds a Pod back until the TLS Secrets and ConfigMaps it
+//     mounts exist.
+//   - auth.go: the other members a password dial needs, since a learner
+//     alone refuses the token exchange.
+//
+// Tests: finalizer_test.go holds the fixture (newFixture) the other tests
+// share.
 package etcdmember

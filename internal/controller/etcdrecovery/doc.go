@@ -4,4 +4,13 @@
 // follows the recovery that the etcdcluster controller carries out, from
 // the EtcdCluster's status.recovery, to its end. It writes the EtcdRecovery's
 // status and nothing else: the membership is the etcdcluster controller's.
+//
+// Source map:
+//   - reconciler.go: Reconciler, Reconcile (plan a new recovery, or follow a
+//     running one), the conditions, the status patch and the watches.
+//   - probe.go: asks every member on its own endpoint, and on its metrics
+//     endpoint when the client endpoint does not answer.
+//   - snapshots.go: the EtcdSnapshots a recovery from a snapshot may use.
+//   - keycheck.go: the Job that checks an encrypted snapshot's key against
+//     the snapshot the plan chose, before the plan is recorded.
 package etcdrecovery
