@@ -34,8 +34,8 @@ type kubeWatcher struct {
 	// asking tells one is under way.
 	watching context.Context
 	asking   bool
-	holdAck     chan struct{}
-	released    chan struct{}
+	holdAck  chan struct{}
+	released chan struct{}
 }
 
 func newKubeWatcher(name string, cli *clientv3.Client, prefix string) *kubeWatcher {
