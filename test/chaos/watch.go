@@ -35,6 +35,10 @@ const (
 	// InvWatchValid: an event is a write that happened: an acknowledged
 	// write at its revision, or a write of unknown outcome.
 	InvWatchValid = "watch-valid"
+	// InvWatchCaughtUp: once the cluster has recovered, every watcher
+	// reaches the writer's last acknowledged write, told by an event or a
+	// progress notification, within a minute.
+	InvWatchCaughtUp = "watch-caught-up"
 )
 
 // maxWatchViolations bounds the violations CheckWatches lists one by one: a

@@ -18,8 +18,9 @@ import (
 // TestChaosShort runs the short chaos schedule: faults one after another,
 // two at once on the 5-member cluster, in an order drawn from a printed
 // seed, under the linearizability checker's clients, with every
-// acknowledged write looked up in etcd's history and the members' HashKV
-// compared after each step, after a self-test that the run catches a stale
+// acknowledged write looked up in etcd's history, Kubernetes-like watches
+// checked for every watch guarantee and the members' HashKV compared after
+// each step, after a self-test that the run catches a stale
 // read a live member serves. With CHAOS_PLANT_STALE_READ=1 that read counts
 // and the test must fail. It is not parallel: it kills the operator and
 // scales it to zero, which every other test would notice, so it runs with
@@ -55,4 +56,7 @@ func TestChaosShort(t *testing.T) {
 	g.Expect(rep.HashChecks).To(BeNumerically(">=", 20), "the members' HashKV was compared after most steps")
 	g.Expect(rep.WritesChecked).To(BeNumerically(">", 1000), "acknowledged writes were found in etcd's history")
 	g.Expect(rep.Acknowledged).To(BeNumerically(">", 1000), "writes went on throughout")
+	g.Expect(rep.WatchViolations).To(BeZero())
+	g.Expect(rep.WatchEvents).To(BeNumerically(">", 1000), "the Kubernetes-like watchers' events were checked")
+	g.Expect(rep.WatchCompactions).To(BeNumerically(">=", 20), "a watcher met a compaction after most steps")
 }
