@@ -2,12 +2,14 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/quorumctl/etcd-operator/test/chaos"
@@ -234,13 +236,16 @@ func (k *kubeTraffic) closeClients() {
 // watching through it. It returns the revision compacted at.
 func (k *kubeTraffic) compact(ctx context.Context) (int64, error) {
 	held, other := k.watchers[0], k.watchers[1]
-	if err := held.hold(ctx); err != nil {
-		return 0, err
+	hctx, cancel := context.WithTimeout(ctx, kubeCompactWithin)
+	err := held.hold(hctx)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("%s did not stop watching: %w", held.name, err)
 	}
 	defer held.release()
 	from := held.lastSeen()
 	var rev int64
-	err := framework.WaitFor(ctx, kubeCompactWithin, kubePollEvery, func(context.Context) (bool, error) {
+	err = framework.WaitFor(ctx, kubeCompactWithin, kubePollEvery, func(context.Context) (bool, error) {
 		rev = k.writer.lastAcked()
 		return rev > from+1, nil
 	})
@@ -254,6 +259,11 @@ func (k *kubeTraffic) compact(ctx context.Context) (int64, error) {
 		ctx, cancel := context.WithTimeout(ctx, kubeCallTimeout)
 		defer cancel()
 		_, err := k.writer.cli.Compact(ctx, rev)
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			// Compacted already, at rev or later: an earlier try of
+			// ours that timed out, or etcd's own compaction.
+			return true, nil
+		}
 		return err == nil, err
 	})
 	if err != nil {
