@@ -2,16 +2,15 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/test/chaos"
 	"github.com/quorumctl/etcd-operator/test/e2e/framework"
 )
@@ -259,7 +258,7 @@ func (k *kubeTraffic) compact(ctx context.Context) (int64, error) {
 		ctx, cancel := context.WithTimeout(ctx, kubeCallTimeout)
 		defer cancel()
 		_, err := k.writer.cli.Compact(ctx, rev)
-		if errors.Is(err, rpctypes.ErrCompacted) {
+		if etcd.IsCompacted(err) {
 			// Compacted already, at rev or later: an earlier try of
 			// ours that timed out, or etcd's own compaction.
 			return true, nil
