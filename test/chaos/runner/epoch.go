@@ -88,9 +88,9 @@ func (r *run) startEpoch(ctx context.Context, cluster string) (*epoch, error) {
 }
 
 // abort stops an epoch's traffic without checking it.
-func (e *epoch) abort(ctx context.Context) {
+func (e *epoch) abort() {
 	e.w.Stop()
-	_, _ = e.kube.stop(ctx, false)
+	e.kube.halt()
 }
 
 // finish stops the workload and checks the epoch: its history must be
@@ -101,6 +101,9 @@ func (e *epoch) abort(ctx context.Context) {
 // is an error that ends the run.
 func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 	h := e.w.Stop()
+	// An error before the watches are checked must not leave the
+	// Kubernetes-like traffic running.
+	defer e.kube.halt()
 	name := fmt.Sprintf("%s-%03d", e.cluster, e.index)
 	viz := filepath.Join(r.cfg.Artifacts, "histories", name+".html")
 	rep, err := h.Check(linearizability.CheckOptions{Timeout: checkTimeout, VisualizationPath: viz})
@@ -241,7 +244,7 @@ func (r *run) withEpochs(ctx context.Context, clusters []string, fn func() error
 		e, err := r.startEpoch(ctx, c)
 		if err != nil {
 			for _, e := range eps {
-				e.abort(ctx)
+				e.abort()
 			}
 			return err
 		}

@@ -159,6 +159,7 @@ type kubeTraffic struct {
 	stopWriter, stopWatchers context.CancelFunc
 	writerDone               chan struct{}
 	watchersDone             sync.WaitGroup
+	haltOnce                 sync.Once
 }
 
 // startKubeTraffic starts the writer and the watchers, each with a client
@@ -308,14 +309,24 @@ func (k *kubeTraffic) stop(ctx context.Context, reach bool) (chaos.WatchHistory,
 	if reach {
 		err = k.waitReached(ctx, k.watchers, k.writer.lastAcked(), kubeReachWithin)
 	}
-	k.stopWatchers()
-	k.watchersDone.Wait()
-	k.closeClients()
+	k.halt()
 	h := chaos.WatchHistory{Prefix: k.prefix, Writes: k.writer.writes, Compactions: k.compactions}
 	for _, w := range k.watchers {
 		h.Watchers = append(h.Watchers, chaos.WatcherLog{Name: w.name, Records: w.records()})
 	}
 	return h, err
+}
+
+// halt stops the writer and the watchers and closes their clients, once:
+// after stop, or instead of it when an epoch ends before its check.
+func (k *kubeTraffic) halt() {
+	k.haltOnce.Do(func() {
+		k.stopWriter()
+		<-k.writerDone
+		k.stopWatchers()
+		k.watchersDone.Wait()
+		k.closeClients()
+	})
 }
 
 // acknowledged counts the writer's acknowledged writes in a history.
