@@ -77,6 +77,9 @@ type EpochRecord struct {
 	// faults left no cluster to hash.
 	HashRevision int64        `json:"hashRevision,omitempty"`
 	Hashes       []MemberHash `json:"hashes,omitempty"`
+	// Recovered: the cluster was Ready again when the epoch ended, so its
+	// members were hashed and a watcher was made to meet a compaction.
+	Recovered bool `json:"recovered"`
 	// SelfTest marks the self-test's epoch: a planted stale read makes its
 	// history illegal, which the run expects and does not count.
 	SelfTest bool `json:"selfTest,omitempty"`
@@ -146,6 +149,9 @@ type Report struct {
 	// revision, MembersHashed the hashes compared.
 	HashChecks    int `json:"hashChecks"`
 	MembersHashed int `json:"membersHashed"`
+	// RecoveredEpochs counts the epochs that ended with the cluster
+	// recovered: each must have been hashed and compacted.
+	RecoveredEpochs int `json:"recoveredEpochs"`
 	// KubeWrites, WatchEvents and WatchCompactions add up the epochs'
 	// Kubernetes-like traffic; WatchViolations counts the watch guarantees
 	// broken.
@@ -199,7 +205,7 @@ func (r *Report) Summarize() {
 		}
 	}
 	r.Operations, r.Acknowledged, r.Violations, r.Inconclusive, r.LostWrites = 0, 0, 0, 0, 0
-	r.WritesChecked, r.HashChecks, r.MembersHashed = 0, 0, 0
+	r.WritesChecked, r.HashChecks, r.MembersHashed, r.RecoveredEpochs = 0, 0, 0, 0
 	r.KubeWrites, r.WatchEvents, r.WatchCompactions, r.WatchViolations = 0, 0, 0, 0
 	r.LongestWriteOutage = 0
 	for _, e := range r.Epochs {
@@ -211,6 +217,9 @@ func (r *Report) Summarize() {
 		r.WatchEvents += e.WatchEvents
 		r.WatchCompactions += e.WatchCompactions
 		r.WatchViolations += len(e.WatchViolations)
+		if e.Recovered {
+			r.RecoveredEpochs++
+		}
 		if len(e.Hashes) > 0 {
 			r.HashChecks++
 			r.MembersHashed += len(e.Hashes)
@@ -266,7 +275,7 @@ func (r *Report) Table() string {
 	fmt.Fprintf(w, "operations checked\t%d in %d histories, %d writes acknowledged\n", r.Operations, len(r.Epochs), r.Acknowledged)
 	fmt.Fprintf(w, "linearizability violations\t%d (and %d checks that ran out of time)\n", r.Violations, r.Inconclusive)
 	fmt.Fprintf(w, "acknowledged writes lost\t%d (%d acknowledged writes found in etcd's history)\n", r.LostWrites, r.WritesChecked)
-	fmt.Fprintf(w, "HashKV compared\t%d histories, %d member hashes\n", r.HashChecks, r.MembersHashed)
+	fmt.Fprintf(w, "HashKV compared\t%d histories of %d recovered, %d member hashes\n", r.HashChecks, r.RecoveredEpochs, r.MembersHashed)
 	fmt.Fprintf(w, "watch events checked\t%d, against %d Kubernetes-like writes acknowledged, through %d compactions\n", r.WatchEvents, r.KubeWrites, r.WatchCompactions)
 	fmt.Fprintf(w, "watch violations\t%d\n", r.WatchViolations)
 	fmt.Fprintf(w, "invariant violations\t%d\n", len(r.InvariantViolations))

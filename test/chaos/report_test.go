@@ -22,7 +22,7 @@ func sampleReport() *Report {
 		},
 		Epochs: []EpochRecord{
 			{Cluster: "c3", Index: 0, Operations: 1000, Acknowledged: 300, Result: "Ok", LongestWriteOutage: Seconds(2 * time.Second),
-				WritesChecked: 300, HashRevision: 90, Hashes: []MemberHash{{Member: "a"}, {Member: "b"}, {Member: "c"}},
+				WritesChecked: 300, Recovered: true, HashRevision: 90, Hashes: []MemberHash{{Member: "a"}, {Member: "b"}, {Member: "c"}},
 				KubeWrites: 400, WatchEvents: 790, WatchCompactions: 1},
 			{Cluster: "c5", Index: 3, Operations: 2000, Acknowledged: 600, Result: "Ok", LongestWriteOutage: Seconds(3500 * time.Millisecond), OutageStarted: t0.Add(time.Minute),
 				WritesChecked: 600, KubeWrites: 200, WatchEvents: 400, WatchCompactions: 1},
@@ -53,8 +53,8 @@ func TestSummarize(t *testing.T) {
 	if two.Overlaps != 1 {
 		t.Fatalf("overlaps %d, want the one step of c5 with two faults", two.Overlaps)
 	}
-	if r.WritesChecked != 900 || r.HashChecks != 1 || r.MembersHashed != 3 {
-		t.Fatalf("writes checked %d, hash checks %d of %d members", r.WritesChecked, r.HashChecks, r.MembersHashed)
+	if r.WritesChecked != 900 || r.HashChecks != 1 || r.MembersHashed != 3 || r.RecoveredEpochs != 1 {
+		t.Fatalf("writes checked %d, hash checks %d of %d members, %d epochs recovered", r.WritesChecked, r.HashChecks, r.MembersHashed, r.RecoveredEpochs)
 	}
 	if r.KubeWrites != 600 || r.WatchEvents != 1190 || r.WatchCompactions != 2 || r.WatchViolations != 0 {
 		t.Fatalf("kube writes %d, watch events %d, compactions %d, watch violations %d", r.KubeWrites, r.WatchEvents, r.WatchCompactions, r.WatchViolations)

@@ -117,6 +117,7 @@ func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 		OutageStarted:      r.historyStart(e).Add(rep.WriteOutageStart),
 		StartRevision:      e.startRev,
 		SelfTest:           e.selfTest,
+		Recovered:          recovered,
 	}
 	for _, n := range rep.Failed {
 		rec.Failed += n
