@@ -111,7 +111,7 @@ func TestTableAndJSON(t *testing.T) {
 		"PASSED, seed 1234", "faults injected", "4, of 3 kinds", "kill", "2, longest to Ready 12s",
 		"operations checked", "3000", "linearizability violations", "acknowledged writes lost",
 		"longest fault to Ready", "41s (wipe-seed, c5#0)", "longest write outage", "3.5s (c5, history 3)",
-		"caught=true, Illegal over 900 operations (c3 history 0)", "900 acknowledged writes found in etcd's history", "1 histories, 3 member hashes",
+		"caught=true, Illegal over 900 operations (c3 history 0)", "900 acknowledged writes found in etcd's history", "1 histories of 1 recovered, 3 member hashes",
 		"watch events checked", "1190, against 600 Kubernetes-like writes acknowledged, through 2 compactions", "watch violations",
 	} {
 		if !strings.Contains(table, want) {
