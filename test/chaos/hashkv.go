@@ -17,7 +17,10 @@ const InvHashKV = "hashkv-equal"
 type MemberHash struct {
 	Member string `json:"member"`
 	// Revision is the revision the hash was asked at; HashRevision the one
-	// the member answered for, equal unless it answered for another.
+	// the member answered for, equal unless it answered for another. etcd
+	// 3.5 has no hash_revision in its answer (3.6 added it), so a 3.5
+	// member answers 0: it hashed at the revision asked, or it would have
+	// answered with an error.
 	Revision        int64  `json:"revision"`
 	HashRevision    int64  `json:"hashRevision"`
 	CompactRevision int64  `json:"compactRevision"`
@@ -46,7 +49,7 @@ func CompareHashes(hashes []MemberHash) []Violation {
 		switch {
 		case h.Err != "":
 			out = append(out, violation(InvHashKV, "%s", h))
-		case h.HashRevision != h.Revision:
+		case h.HashRevision != 0 && h.HashRevision != h.Revision:
 			out = append(out, violation(InvHashKV, "%s answered for revision %d, asked at %d", h.Member, h.HashRevision, h.Revision))
 		default:
 			ok = append(ok, h)

@@ -22,6 +22,20 @@ func TestCompareHashesEqual(t *testing.T) {
 	}
 }
 
+// An etcd 3.5 member answers HashKV without hash_revision, which reads 0:
+// its hash is at the revision asked and compares like any other.
+func TestCompareHashesAcceptsNoHashRevisionFrom35(t *testing.T) {
+	hs := hashes(7, 7, 7)
+	hs[0].HashRevision, hs[2].HashRevision = 0, 0
+	if v := CompareHashes(hs); len(v) != 0 {
+		t.Fatalf("3.5 members that give no hash revision: %v", v)
+	}
+	hs[1].Hash = 8
+	if v := CompareHashes(hs); len(v) != 1 || !strings.Contains(v[0].Detail, "members differ at revision 40") {
+		t.Fatalf("a 3.5 member that differs must still be caught, got %v", v)
+	}
+}
+
 func TestCompareHashesReportsEachDifference(t *testing.T) {
 	cases := []struct {
 		name   string

@@ -77,9 +77,20 @@ type EpochRecord struct {
 	// faults left no cluster to hash.
 	HashRevision int64        `json:"hashRevision,omitempty"`
 	Hashes       []MemberHash `json:"hashes,omitempty"`
+	// Recovered: the cluster was Ready again when the epoch ended, so its
+	// members were hashed and a watcher was made to meet a compaction.
+	Recovered bool `json:"recovered"`
 	// SelfTest marks the self-test's epoch: a planted stale read makes its
 	// history illegal, which the run expects and does not count.
 	SelfTest bool `json:"selfTest,omitempty"`
+	// KubeWrites counts the Kubernetes-like writer's acknowledged writes,
+	// WatchEvents the events its watchers received, all checked against
+	// them, WatchCompactions the compactions the watchers went through.
+	KubeWrites       int `json:"kubeWrites"`
+	WatchEvents      int `json:"watchEvents"`
+	WatchCompactions int `json:"watchCompactions"`
+	// WatchViolations are the watch guarantees broken; any fails the run.
+	WatchViolations []Violation `json:"watchViolations,omitempty"`
 }
 
 // SelfTestRecord is the check of the checker: a planted stale read, in the
@@ -138,6 +149,16 @@ type Report struct {
 	// revision, MembersHashed the hashes compared.
 	HashChecks    int `json:"hashChecks"`
 	MembersHashed int `json:"membersHashed"`
+	// RecoveredEpochs counts the epochs that ended with the cluster
+	// recovered: each must have been hashed and compacted.
+	RecoveredEpochs int `json:"recoveredEpochs"`
+	// KubeWrites, WatchEvents and WatchCompactions add up the epochs'
+	// Kubernetes-like traffic; WatchViolations counts the watch guarantees
+	// broken.
+	KubeWrites       int `json:"kubeWrites"`
+	WatchEvents      int `json:"watchEventsChecked"`
+	WatchCompactions int `json:"watchCompactions"`
+	WatchViolations  int `json:"watchViolations"`
 
 	InvariantViolations []Violation `json:"invariantViolations,omitempty"`
 
@@ -184,13 +205,21 @@ func (r *Report) Summarize() {
 		}
 	}
 	r.Operations, r.Acknowledged, r.Violations, r.Inconclusive, r.LostWrites = 0, 0, 0, 0, 0
-	r.WritesChecked, r.HashChecks, r.MembersHashed = 0, 0, 0
+	r.WritesChecked, r.HashChecks, r.MembersHashed, r.RecoveredEpochs = 0, 0, 0, 0
+	r.KubeWrites, r.WatchEvents, r.WatchCompactions, r.WatchViolations = 0, 0, 0, 0
 	r.LongestWriteOutage = 0
 	for _, e := range r.Epochs {
 		r.Operations += e.Operations
 		r.Acknowledged += e.Acknowledged
 		r.LostWrites += len(e.Lost)
 		r.WritesChecked += e.WritesChecked
+		r.KubeWrites += e.KubeWrites
+		r.WatchEvents += e.WatchEvents
+		r.WatchCompactions += e.WatchCompactions
+		r.WatchViolations += len(e.WatchViolations)
+		if e.Recovered {
+			r.RecoveredEpochs++
+		}
 		if len(e.Hashes) > 0 {
 			r.HashChecks++
 			r.MembersHashed += len(e.Hashes)
@@ -212,10 +241,10 @@ func (r *Report) Summarize() {
 }
 
 // Passed reports a run that stopped for no reason but its end, with every
-// history linearizable, no write lost, every invariant held and, if it ran,
-// the self-test caught.
+// history linearizable, no write lost, every invariant and watch guarantee
+// held and, if it ran, the self-test caught.
 func (r *Report) Passed() bool {
-	return r.Error == "" && r.Violations == 0 && r.Inconclusive == 0 && r.LostWrites == 0 &&
+	return r.Error == "" && r.Violations == 0 && r.Inconclusive == 0 && r.LostWrites == 0 && r.WatchViolations == 0 &&
 		len(r.InvariantViolations) == 0 && (r.SelfTest == nil || r.SelfTest.Caught)
 }
 
@@ -246,7 +275,9 @@ func (r *Report) Table() string {
 	fmt.Fprintf(w, "operations checked\t%d in %d histories, %d writes acknowledged\n", r.Operations, len(r.Epochs), r.Acknowledged)
 	fmt.Fprintf(w, "linearizability violations\t%d (and %d checks that ran out of time)\n", r.Violations, r.Inconclusive)
 	fmt.Fprintf(w, "acknowledged writes lost\t%d (%d acknowledged writes found in etcd's history)\n", r.LostWrites, r.WritesChecked)
-	fmt.Fprintf(w, "HashKV compared\t%d histories, %d member hashes\n", r.HashChecks, r.MembersHashed)
+	fmt.Fprintf(w, "HashKV compared\t%d histories of %d recovered, %d member hashes\n", r.HashChecks, r.RecoveredEpochs, r.MembersHashed)
+	fmt.Fprintf(w, "watch events checked\t%d, against %d Kubernetes-like writes acknowledged, through %d compactions\n", r.WatchEvents, r.KubeWrites, r.WatchCompactions)
+	fmt.Fprintf(w, "watch violations\t%d\n", r.WatchViolations)
 	fmt.Fprintf(w, "invariant violations\t%d\n", len(r.InvariantViolations))
 	fmt.Fprintf(w, "longest fault to Ready\t%s (%s, %s)\n", r.LongestToReady.Took, r.LongestToReady.Kind, r.LongestToReady.Step)
 	fmt.Fprintf(w, "longest write outage\t%s (%s, history %d)\n", r.LongestWriteOutage, r.WriteOutageCluster, r.WriteOutageEpoch)
@@ -260,6 +291,9 @@ func (r *Report) Table() string {
 		fmt.Fprintf(w, "  violation\t%s\n", v)
 	}
 	for _, e := range r.Epochs {
+		for _, v := range e.WatchViolations {
+			fmt.Fprintf(w, "  watch violation\t%s history %d: %s\n", e.Cluster, e.Index, v)
+		}
 		for _, l := range e.Lost {
 			fmt.Fprintf(w, "  lost write\t%s history %d: %s\n", e.Cluster, e.Index, l)
 		}

@@ -22,9 +22,10 @@ func sampleReport() *Report {
 		},
 		Epochs: []EpochRecord{
 			{Cluster: "c3", Index: 0, Operations: 1000, Acknowledged: 300, Result: "Ok", LongestWriteOutage: Seconds(2 * time.Second),
-				WritesChecked: 300, HashRevision: 90, Hashes: []MemberHash{{Member: "a"}, {Member: "b"}, {Member: "c"}}},
+				WritesChecked: 300, Recovered: true, HashRevision: 90, Hashes: []MemberHash{{Member: "a"}, {Member: "b"}, {Member: "c"}},
+				KubeWrites: 400, WatchEvents: 790, WatchCompactions: 1},
 			{Cluster: "c5", Index: 3, Operations: 2000, Acknowledged: 600, Result: "Ok", LongestWriteOutage: Seconds(3500 * time.Millisecond), OutageStarted: t0.Add(time.Minute),
-				WritesChecked: 600},
+				WritesChecked: 600, KubeWrites: 200, WatchEvents: 400, WatchCompactions: 1},
 		},
 		SelfTest: &SelfTestRecord{Caught: true, Result: "Illegal", Operations: 900, Cluster: "c3", Epoch: 0},
 	}
@@ -52,8 +53,11 @@ func TestSummarize(t *testing.T) {
 	if two.Overlaps != 1 {
 		t.Fatalf("overlaps %d, want the one step of c5 with two faults", two.Overlaps)
 	}
-	if r.WritesChecked != 900 || r.HashChecks != 1 || r.MembersHashed != 3 {
-		t.Fatalf("writes checked %d, hash checks %d of %d members", r.WritesChecked, r.HashChecks, r.MembersHashed)
+	if r.WritesChecked != 900 || r.HashChecks != 1 || r.MembersHashed != 3 || r.RecoveredEpochs != 1 {
+		t.Fatalf("writes checked %d, hash checks %d of %d members, %d epochs recovered", r.WritesChecked, r.HashChecks, r.MembersHashed, r.RecoveredEpochs)
+	}
+	if r.KubeWrites != 600 || r.WatchEvents != 1190 || r.WatchCompactions != 2 || r.WatchViolations != 0 {
+		t.Fatalf("kube writes %d, watch events %d, compactions %d, watch violations %d", r.KubeWrites, r.WatchEvents, r.WatchCompactions, r.WatchViolations)
 	}
 	if !r.Passed() {
 		t.Fatal("a clean run did not pass")
@@ -65,6 +69,7 @@ func TestSummarize(t *testing.T) {
 		"invariant":    func(r *Report) { r.InvariantViolations = []Violation{{InvReady, "x"}} },
 		"error":        func(r *Report) { r.Error = "stopped" },
 		"self-test":    func(r *Report) { r.SelfTest.Caught = false },
+		"watch":        func(r *Report) { r.Epochs[1].WatchViolations = []Violation{{InvWatchReliable, "w missed 12"}} },
 	} {
 		r := sampleReport()
 		spoil(r)
@@ -75,9 +80,13 @@ func TestSummarize(t *testing.T) {
 	}
 	r.Epochs[0].Result = "Illegal"
 	r.Epochs[1].Lost = []string{"a", "b"}
+	r.Epochs[1].WatchViolations = []Violation{{InvWatchPrevKV, "x"}}
 	r.Summarize()
-	if r.Violations != 1 || r.LostWrites != 2 {
-		t.Fatalf("violations %d, lost %d", r.Violations, r.LostWrites)
+	if r.Violations != 1 || r.LostWrites != 2 || r.WatchViolations != 1 {
+		t.Fatalf("violations %d, lost %d, watch violations %d", r.Violations, r.LostWrites, r.WatchViolations)
+	}
+	if table := r.Table(); !strings.Contains(table, "c5 history 3: watch-prevkv: x") {
+		t.Errorf("the table lacks the watch violation:\n%s", table)
 	}
 	// The self-test's epoch is illegal by design: it does not count, but
 	// its operations, writes and lost writes do.
@@ -102,7 +111,8 @@ func TestTableAndJSON(t *testing.T) {
 		"PASSED, seed 1234", "faults injected", "4, of 3 kinds", "kill", "2, longest to Ready 12s",
 		"operations checked", "3000", "linearizability violations", "acknowledged writes lost",
 		"longest fault to Ready", "41s (wipe-seed, c5#0)", "longest write outage", "3.5s (c5, history 3)",
-		"caught=true, Illegal over 900 operations (c3 history 0)", "900 acknowledged writes found in etcd's history", "1 histories, 3 member hashes",
+		"caught=true, Illegal over 900 operations (c3 history 0)", "900 acknowledged writes found in etcd's history", "1 histories of 1 recovered, 3 member hashes",
+		"watch events checked", "1190, against 600 Kubernetes-like writes acknowledged, through 2 compactions", "watch violations",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
@@ -122,7 +132,7 @@ func TestTableAndJSON(t *testing.T) {
 	}
 	for key, want := range map[string]any{
 		"seed": 1234.0, "faultsTotal": 4.0, "operationsChecked": 3000.0, "linearizabilityViolations": 0.0,
-		"lostWrites": 0.0, "longestWriteOutageSeconds": 3.5,
+		"lostWrites": 0.0, "longestWriteOutageSeconds": 3.5, "watchEventsChecked": 1190.0, "watchViolations": 0.0,
 	} {
 		if raw[key] != want {
 			t.Errorf("%s = %v, want %v", key, raw[key], want)

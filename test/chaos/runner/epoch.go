@@ -39,6 +39,9 @@ type epoch struct {
 	// startRev is the cluster's revision before the workload's first call.
 	startRev int64
 	w        *linearizability.Workload
+	// kube is the Kubernetes-like traffic beside the workload, on keys of
+	// its own that nothing else writes.
+	kube *kubeTraffic
 	// selfTest marks the self-test's epoch, whose history must be illegal.
 	selfTest bool
 }
@@ -75,7 +78,19 @@ func (r *run) startEpoch(ctx context.Context, cluster string) (*epoch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the workload on %s: %w", cluster, err)
 	}
+	// Outside the workload's prefix: its history replay allows no delete.
+	kubePrefix := fmt.Sprintf("kube/%d/%s/%d/", r.cfg.Seed, cluster, e.index)
+	if e.kube, err = startKubeTraffic(append(eps, svc), kubePrefix, r.cfg.Seed+uint64(e.index)*7919+2); err != nil {
+		e.w.Stop()
+		return nil, err
+	}
 	return e, nil
+}
+
+// abort stops an epoch's traffic without checking it.
+func (e *epoch) abort() {
+	e.w.Stop()
+	e.kube.halt()
 }
 
 // finish stops the workload and checks the epoch: its history must be
@@ -86,6 +101,9 @@ func (r *run) startEpoch(ctx context.Context, cluster string) (*epoch, error) {
 // is an error that ends the run.
 func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 	h := e.w.Stop()
+	// An error before the watches are checked must not leave the
+	// Kubernetes-like traffic running.
+	defer e.kube.halt()
 	name := fmt.Sprintf("%s-%03d", e.cluster, e.index)
 	viz := filepath.Join(r.cfg.Artifacts, "histories", name+".html")
 	rep, err := h.Check(linearizability.CheckOptions{Timeout: checkTimeout, VisualizationPath: viz})
@@ -99,6 +117,7 @@ func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 		OutageStarted:      r.historyStart(e).Add(rep.WriteOutageStart),
 		StartRevision:      e.startRev,
 		SelfTest:           e.selfTest,
+		Recovered:          recovered,
 	}
 	for _, n := range rep.Failed {
 		rec.Failed += n
@@ -119,6 +138,9 @@ func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 	}
 	found, problems := chaos.CheckWrites(ops, events)
 	rec.WritesChecked, rec.Lost = found, append(lost, problems...)
+	// After the workload's history is replayed: the watchers' compaction
+	// removes the revisions the replay reads.
+	watchErrs := r.checkWatches(ctx, e, name, recovered, &rec)
 	var hashViolations []chaos.Violation
 	if recovered {
 		if rec.Hashes, err = r.hashMembers(ctx, svc, e.cluster); err != nil {
@@ -137,7 +159,7 @@ func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 			r.cfg.Logf("chaos: %v", err)
 		}
 	}
-	var errs []error
+	errs := watchErrs
 	switch {
 	case e.selfTest && rep.Result != porcupine.Illegal:
 		errs = append(errs, fmt.Errorf("history %s: the self-test's planted stale read was not caught: %s", name, rep))
@@ -199,8 +221,10 @@ func (r *run) finalReads(ctx context.Context, cli *clientv3.Client, e *epoch, op
 	return lost, nil
 }
 
-func saveHistory(path string, ops []linearizability.Op) error {
-	data, err := json.MarshalIndent(ops, "", " ")
+func saveHistory(path string, ops []linearizability.Op) error { return saveJSON(path, ops) }
+
+func saveJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", " ")
 	if err != nil {
 		return fmt.Errorf("failed to encode the history: %w", err)
 	}
@@ -221,7 +245,7 @@ func (r *run) withEpochs(ctx context.Context, clusters []string, fn func() error
 		e, err := r.startEpoch(ctx, c)
 		if err != nil {
 			for _, e := range eps {
-				e.w.Stop()
+				e.abort()
 			}
 			return err
 		}
@@ -238,4 +262,34 @@ func (r *run) withEpochs(ctx context.Context, clusters []string, fn func() error
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkWatches ends the epoch's Kubernetes-like traffic and checks its
+// watches. When the cluster has recovered, the first watcher is first made
+// to meet a compaction, and every watcher must then reach the writer's last
+// acknowledged write; when it has not, the watches are checked as far as
+// they went. Every broken guarantee is an error; so is a compaction that
+// could not be made in a recovered cluster.
+func (r *run) checkWatches(ctx context.Context, e *epoch, name string, recovered bool, rec *chaos.EpochRecord) []error {
+	var errs []error
+	if recovered {
+		if _, err := e.kube.compact(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("history %s: failed to make a watcher meet a compaction: %w", name, err))
+		}
+	}
+	h, err := e.kube.stop(ctx, recovered)
+	events, violations := chaos.CheckWatches(h)
+	if err != nil {
+		violations = append(violations, chaos.Violation{Invariant: chaos.InvWatchCaughtUp, Detail: err.Error()})
+	}
+	rec.KubeWrites, rec.WatchEvents, rec.WatchCompactions, rec.WatchViolations = acknowledged(h), events, len(h.Compactions), violations
+	if len(violations) > 0 {
+		if err := saveJSON(filepath.Join(r.cfg.Artifacts, "histories", name+"-watch.json"), h); err != nil {
+			r.cfg.Logf("chaos: %v", err)
+		}
+	}
+	for _, v := range violations {
+		errs = append(errs, fmt.Errorf("history %s: watch invariant %s", name, v))
+	}
+	return errs
 }

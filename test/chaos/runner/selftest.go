@@ -37,7 +37,7 @@ func (r *run) selfTest(ctx context.Context, cluster string) (*chaos.SelfTestReco
 	}
 	e.selfTest = !r.cfg.PlantInRun
 	if err := r.plantStaleRead(ctx, e); err != nil {
-		e.w.Stop()
+		e.abort()
 		return nil, fmt.Errorf("failed to plant a stale read: %w", err)
 	}
 	err = r.finish(ctx, e, true)
