@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -245,13 +244,8 @@ func memberName(m etcd.Member, cluster string) string {
 		return m.Name
 	}
 	for _, raw := range m.PeerURLs {
-		u, err := url.Parse(raw)
-		if err != nil {
-			continue
-		}
-		labels := strings.Split(u.Hostname(), ".")
-		if len(labels) > 2 && labels[1] == v1alpha1.PeerServiceName(cluster) {
-			return labels[0]
+		if name, domain := v1alpha1.MemberOfPeerURL(raw); strings.HasPrefix(domain, v1alpha1.PeerServiceName(cluster)+".") {
+			return name
 		}
 	}
 	return ""

@@ -222,11 +222,11 @@ func (s *scope) inEtcd(m *v1alpha1.EtcdMember) (etcd.Member, bool) {
 // peerURL is a member's peer URL: the one recorded at its creation, or, for
 // a member created before URLs were recorded, the one its name gives.
 func (r *Reconciler) peerURL(m *v1alpha1.EtcdMember) string {
-	return m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
+	return m.PeerURLIn(r.ClusterDomain)
 }
 
 func (r *Reconciler) clientURL(m *v1alpha1.EtcdMember) string {
-	return m.OwnClientURL(v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
+	return m.ClientURLIn(r.ClusterDomain)
 }
 
 // newScope lists the cluster's members and Pods and, once the cluster has

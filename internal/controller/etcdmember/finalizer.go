@@ -149,7 +149,7 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 	if err != nil {
 		return false, fmt.Sprintf("cannot list etcd members: %v", err), nil
 	}
-	self, found := findSelf(list, m, m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)))
+	self, found := findSelf(list, m, m.PeerURLIn(r.ClusterDomain))
 	if !found {
 		return true, "", nil
 	}
@@ -271,7 +271,7 @@ func (r *Reconciler) reachOthers(ctx context.Context, cluster *v1alpha1.EtcdClus
 	var endpoints []string
 	for _, s := range list.Items {
 		if s.Name != m.Name && s.Status.PodName != "" && !s.Pending() {
-			endpoints = append(endpoints, access.URL(s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))))
+			endpoints = append(endpoints, access.URL(s.ClientURLIn(r.ClusterDomain)))
 		}
 	}
 	return list.Items, access, endpoints, nil

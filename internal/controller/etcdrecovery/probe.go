@@ -202,7 +202,7 @@ func (r *Reconciler) memberFor(members []*v1alpha1.EtcdMember, byID map[uint64]*
 	}
 	for _, m := range members {
 		for _, u := range em.PeerURLs {
-			if u == m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)) {
+			if u == m.PeerURLIn(r.ClusterDomain) {
 				return m
 			}
 		}
@@ -211,5 +211,5 @@ func (r *Reconciler) memberFor(members []*v1alpha1.EtcdMember, byID map[uint64]*
 }
 
 func (r *Reconciler) clientURL(m *v1alpha1.EtcdMember) string {
-	return m.OwnClientURL(v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
+	return m.ClientURLIn(r.ClusterDomain)
 }
