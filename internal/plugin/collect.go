@@ -222,17 +222,22 @@ func (s *session) statuses(ctx context.Context) map[string]statusResult {
 // knowing a leader: during a partition a stale member can still name an old
 // leader, and the higher term wins, as etcd's own findLeader decides.
 func bestName(statuses map[string]statusResult) string {
-	best := ""
+	var names []string
 	for name, r := range statuses {
-		if r.status == nil || r.status.LeaderID == 0 {
-			continue
-		}
-		if b, ok := statuses[best]; !ok || r.status.RaftTerm > b.status.RaftTerm ||
-			(r.status.RaftTerm == b.status.RaftTerm && name < best) {
-			best = name
+		if r.status != nil {
+			names = append(names, name)
 		}
 	}
-	return best
+	// Sorted, so that of equal terms the first name wins.
+	slices.Sort(names)
+	answered := make([]etcd.EndpointStatus, len(names))
+	for i, name := range names {
+		answered[i] = *statuses[name].status
+	}
+	if i := etcd.HighestTerm(answered); i >= 0 {
+		return names[i]
+	}
+	return ""
 }
 
 // memberName is the member's Pod name. A member that was added but has not

@@ -3,6 +3,8 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -190,11 +192,17 @@ func (v etcdView) healthyVoters() int {
 	return n
 }
 
+// leaderID is the leader named by the member that answered in the highest
+// term; of equal terms, by the member with the lowest ID.
 func (v etcdView) leaderID() uint64 {
-	for _, h := range v.health {
-		if h.err == nil && h.status.LeaderID != 0 {
-			return h.status.LeaderID
+	var answered []etcd.EndpointStatus
+	for _, id := range slices.Sorted(maps.Keys(v.health)) {
+		if h := v.health[id]; h.err == nil {
+			answered = append(answered, h.status)
 		}
+	}
+	if i := etcd.HighestTerm(answered); i >= 0 {
+		return answered[i].LeaderID
 	}
 	return 0
 }
