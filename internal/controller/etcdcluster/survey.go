@@ -158,44 +158,19 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 	return view
 }
 
-// selfReports reads, at once and each under its own budget, the metrics
-// endpoint of every member with a Pod. Without a quorum, a member
-// restarted on its data serves no client request, and its metrics are the
-// only place it says how far it got.
+// selfReports reads the metrics of every member with a Pod (see
+// etcd.ReadSelfReports).
 func (r *Reconciler) selfReports(ctx context.Context, s *scope) map[string]etcd.SelfReport {
 	if r.Metrics == nil {
 		return nil
 	}
-	var ask []*v1alpha1.EtcdMember
+	clientURLs := map[string]string{}
 	for _, m := range s.members {
-		if p := s.pods[m.Name]; p == nil || p.Status.PodIP == "" {
-			continue
-		}
-		ask = append(ask, m)
-	}
-	reports := make([]*etcd.SelfReport, len(ask))
-	var wg sync.WaitGroup
-	for i, m := range ask {
-		url, err := etcd.MetricsURLFor(r.clientURL(m), v1alpha1.MetricsPort)
-		if err != nil {
-			continue
-		}
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, endpointTimeout)
-			defer cancel()
-			if rep, err := r.Metrics.SelfReport(ctx, url); err == nil {
-				reports[i] = &rep
-			}
-		})
-	}
-	wg.Wait()
-	out := map[string]etcd.SelfReport{}
-	for i, m := range ask {
-		if reports[i] != nil {
-			out[m.Name] = *reports[i]
+		if p := s.pods[m.Name]; p != nil && p.Status.PodIP != "" {
+			clientURLs[m.Name] = r.clientURL(m)
 		}
 	}
-	return out
+	return etcd.ReadSelfReports(ctx, r.Metrics, clientURLs, v1alpha1.MetricsPort, endpointTimeout)
 }
 
 // unansweredOnly keeps the reports of members whose Status did not answer:

@@ -175,23 +175,12 @@ func (r *Reconciler) ask(ctx context.Context, cluster *v1alpha1.EtcdCluster, mem
 	return out
 }
 
-// selfReport reads a member's metrics endpoint, under its own time budget:
-// the Status call before it may have used up the first.
+// selfReport reads a member's metrics (see etcd.ReadSelfReport).
 func (r *Reconciler) selfReport(ctx context.Context, m *v1alpha1.EtcdMember) (*etcd.SelfReport, string) {
 	if r.Metrics == nil {
 		return nil, ""
 	}
-	url, err := etcd.MetricsURLFor(r.clientURL(m), v1alpha1.MetricsPort)
-	if err != nil {
-		return nil, ""
-	}
-	ctx, cancel := context.WithTimeout(ctx, endpointTimeout)
-	defer cancel()
-	rep, err := r.Metrics.SelfReport(ctx, url)
-	if err != nil {
-		return nil, url
-	}
-	return &rep, url
+	return etcd.ReadSelfReport(ctx, r.Metrics, r.clientURL(m), v1alpha1.MetricsPort, endpointTimeout)
 }
 
 // memberFor finds the EtcdMember of an etcd member: by latched ID, then by
