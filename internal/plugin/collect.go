@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -198,23 +199,18 @@ type statusResult struct {
 // member timing out costs the call timeout once.
 func (s *session) statuses(ctx context.Context) map[string]statusResult {
 	out := make(map[string]statusResult, len(s.endpoints))
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	for name, ep := range s.endpoints {
-		wg.Go(func() {
-			st, err := s.client.Status(ctx, ep)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				out[name] = statusResult{err: err}
-				return
-			}
-			out[name] = statusResult{status: &st}
-		})
+	names := slices.Sorted(maps.Keys(s.endpoints))
+	eps := make([]string, len(names))
+	for i, name := range names {
+		eps[i] = s.endpoints[name]
 	}
-	wg.Wait()
+	for i, a := range etcd.StatusAll(ctx, s.client, eps, 0) {
+		if a.Err != nil {
+			out[names[i]] = statusResult{err: a.Err}
+			continue
+		}
+		out[names[i]] = statusResult{status: &a.Status}
+	}
 	return out
 }
 

@@ -121,23 +121,21 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 	}
 	statusCtx, cancelStatus := context.WithTimeout(ctx, endpointTimeout)
 	defer cancelStatus()
-	// One Status call per started member, concurrently, each writing its
-	// own slot; the map is filled afterwards by this goroutine alone.
+	// One Status call per started member, at once; the map is filled
+	// afterwards by this goroutine alone.
 	results := make([]memberHealth, len(view.list.Members))
-	var wg sync.WaitGroup
+	var started []int
+	var urls []string
 	for i, m := range view.list.Members {
 		if len(m.ClientURLs) == 0 {
 			results[i] = memberHealth{err: fmt.Errorf("member %s has not started", m.IDString())}
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st, err := c.Status(statusCtx, m.ClientURLs[0])
-			results[i] = memberHealth{status: st, err: err}
-		}()
+		started, urls = append(started, i), append(urls, m.ClientURLs[0])
 	}
-	wg.Wait()
+	for j, a := range etcd.StatusAll(statusCtx, c, urls, 0) {
+		results[started[j]] = memberHealth{status: a.Status, err: a.Err}
+	}
 	// etcd refusing the operator's identity says nothing of the members'
 	// health: the view is unusable (no change is made on it) and the
 	// members' metrics stand in for their Status, as without a quorum.
