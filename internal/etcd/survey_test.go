@@ -11,21 +11,11 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
-// statusStub answers Status with what each endpoint's function returns.
-type statusStub struct {
-	etcd.Client
-	at map[string]func(ctx context.Context) (etcd.EndpointStatus, error)
-}
-
-func (s statusStub) Status(ctx context.Context, ep string) (etcd.EndpointStatus, error) {
-	return s.at[ep](ctx)
-}
-
 // A member that never answers fails on its own timeout while the others'
 // answers are kept, each in its endpoint's place.
 func TestStatusAllBoundsEachCall(t *testing.T) {
 	g := NewWithT(t)
-	stub := statusStub{at: map[string]func(context.Context) (etcd.EndpointStatus, error){
+	stub := askStub{status: map[string]func(context.Context) (etcd.EndpointStatus, error){
 		"silent": func(ctx context.Context) (etcd.EndpointStatus, error) {
 			_, hasDeadline := ctx.Deadline()
 			if !hasDeadline {
@@ -49,7 +39,7 @@ func TestStatusAllWithoutATimeoutUsesTheCallersContext(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	stub := statusStub{at: map[string]func(context.Context) (etcd.EndpointStatus, error){
+	stub := askStub{status: map[string]func(context.Context) (etcd.EndpointStatus, error){
 		"a": func(ctx context.Context) (etcd.EndpointStatus, error) {
 			if _, hasDeadline := ctx.Deadline(); hasDeadline {
 				return etcd.EndpointStatus{}, errors.New("asked with a deadline of its own")
