@@ -250,6 +250,18 @@ func (m *EtcdMember) OwnClientURL(fallback string) string {
 	return fallback
 }
 
+// PeerURLIn is the member's peer URL: the recorded one, or, for a member
+// created before URLs were recorded, the one its name gives in clusterDomain.
+func (m *EtcdMember) PeerURLIn(clusterDomain string) string {
+	return m.OwnPeerURL(PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, clusterDomain))
+}
+
+// ClientURLIn is the member's client URL: the recorded one, or the one its
+// name gives in clusterDomain.
+func (m *EtcdMember) ClientURLIn(clusterDomain string) string {
+	return m.OwnClientURL(ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, clusterDomain))
+}
+
 // InitialCluster derives --initial-cluster for the member's next start.
 // Until the member has booted it is etcd's member list from the add. After
 // that it names only the member itself: etcd ignores the flag on a data dir

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -90,6 +91,20 @@ func MemberHost(member, cluster, namespace, clusterDomain string) string {
 // so a member added to etcd before a crash is found again by its URL.
 func PeerURL(member, cluster, namespace, clusterDomain string) string {
 	return fmt.Sprintf("http://%s:%d", MemberHost(member, cluster, namespace, clusterDomain), PeerPort)
+}
+
+// MemberOfPeerURL splits the host of a peer URL as PeerURL renders it:
+// member is its first DNS label, the member's name, and domain the rest,
+// which begins with the cluster's peer Service. A member etcd lists before
+// it has started has no name there, and is known by this. Both are "" for a
+// URL without a host.
+func MemberOfPeerURL(peerURL string) (member, domain string) {
+	u, err := url.Parse(peerURL)
+	if err != nil {
+		return "", ""
+	}
+	member, domain, _ = strings.Cut(u.Hostname(), ".")
+	return member, domain
 }
 
 // ClientURL is a member's own client URL.

@@ -369,23 +369,21 @@ func (c *client) findLeader(ctx context.Context) (string, uint64, error) {
 	}
 	wg.Wait()
 
-	var best, seen *EndpointStatus
-	for i := range statuses {
-		st := &statuses[i]
-		if errs[i] != nil || st.LeaderID == 0 {
+	var answered, claims []EndpointStatus
+	for i, st := range statuses {
+		if errs[i] != nil {
 			continue
 		}
-		if seen == nil || st.RaftTerm > seen.RaftTerm {
-			seen = st
-		}
-		if st.IsLeader() && (best == nil || st.RaftTerm > best.RaftTerm) {
-			best = st
+		answered = append(answered, st)
+		if st.IsLeader() {
+			claims = append(claims, st)
 		}
 	}
-	if best != nil {
-		return best.Endpoint, best.MemberID, nil
+	if i := HighestTerm(claims); i >= 0 {
+		return claims[i].Endpoint, claims[i].MemberID, nil
 	}
-	if seen != nil {
+	if i := HighestTerm(answered); i >= 0 {
+		seen := answered[i]
 		list, err := c.memberList(ctx)
 		if err != nil {
 			return "", 0, fmt.Errorf("failed to look up client URLs of leader %s: %w", FormatMemberID(seen.LeaderID), err)

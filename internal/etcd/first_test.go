@@ -10,15 +10,21 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 )
 
-// askStub answers MemberListAt with what each endpoint's function returns;
-// the functions coordinate through channels, never through time.
+// askStub answers MemberListAt, and Status, with what each endpoint's
+// function returns; the functions coordinate through channels, never
+// through time.
 type askStub struct {
 	etcd.Client
-	at map[string]func(ctx context.Context) (etcd.MemberList, error)
+	at     map[string]func(ctx context.Context) (etcd.MemberList, error)
+	status map[string]func(ctx context.Context) (etcd.EndpointStatus, error)
 }
 
 func (s askStub) MemberListAt(ctx context.Context, ep string) (etcd.MemberList, error) {
 	return s.at[ep](ctx)
+}
+
+func (s askStub) Status(ctx context.Context, ep string) (etcd.EndpointStatus, error) {
+	return s.status[ep](ctx)
 }
 
 func listOf(id uint64) etcd.MemberList {

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -97,6 +99,45 @@ func MetricsURLFor(clientURL string, port int) (string, error) {
 		return "", fmt.Errorf("failed to parse client URL %q: no host", clientURL)
 	}
 	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(u.Hostname(), strconv.Itoa(port))}).String(), nil
+}
+
+// ReadSelfReport reads the metrics of the member whose client URL is
+// clientURL, on port, under a budget of its own: a Status call before it may
+// have used up the caller's. It returns where it looked, and the report only
+// when one was read; the metrics URL is "" when clientURL names no host.
+func ReadSelfReport(ctx context.Context, r MetricsReader, clientURL string, port int, timeout time.Duration) (*SelfReport, string) {
+	metricsURL, err := MetricsURLFor(clientURL, port)
+	if err != nil {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rep, err := r.SelfReport(ctx, metricsURL)
+	if err != nil {
+		return nil, metricsURL
+	}
+	return &rep, metricsURL
+}
+
+// ReadSelfReports reads the metrics of every member, by name, at once, each
+// as ReadSelfReport does, and returns the reports that were read. Without a
+// quorum a member restarted on its data serves no client request, and its
+// metrics are the only place it says how far it got.
+func ReadSelfReports(ctx context.Context, r MetricsReader, clientURLs map[string]string, port int, timeout time.Duration) map[string]SelfReport {
+	var mu sync.Mutex
+	out := map[string]SelfReport{}
+	var wg sync.WaitGroup
+	for name, clientURL := range clientURLs {
+		wg.Go(func() {
+			if rep, _ := ReadSelfReport(ctx, r, clientURL, port, timeout); rep != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				out[name] = *rep
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 func (m *metricsReader) SelfReport(ctx context.Context, metricsURL string) (SelfReport, error) {

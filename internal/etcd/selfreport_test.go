@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -99,4 +102,52 @@ func TestMetricsURLFor(t *testing.T) {
 	g.Expect(u).To(Equal("http://[fd00::1]:2381"), "the metrics port is plain HTTP")
 	_, err = MetricsURLFor("not a url", 2381)
 	g.Expect(err).To(HaveOccurred())
+}
+
+// portOf splits a test server's URL into the client URL a member would have
+// on its host and the port its metrics are on.
+func portOf(t *testing.T, srv string) (string, int) {
+	u, err := url.Parse(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "https://" + u.Hostname() + ":2379", port
+}
+
+func TestReadSelfReport(t *testing.T) {
+	g := NewWithT(t)
+	ok := serve(t, http.StatusOK, restartedMetrics)
+	clientURL, port := portOf(t, ok)
+	rep, where := ReadSelfReport(context.Background(), NewMetricsReader(nil), clientURL, port, time.Minute)
+	g.Expect(where).To(Equal(ok))
+	g.Expect(rep).NotTo(BeNil())
+	g.Expect(rep.MemberID).To(Equal(uint64(0x69ed52fabafe0d7f)))
+
+	failing := serve(t, http.StatusServiceUnavailable, "")
+	clientURL, port = portOf(t, failing)
+	rep, where = ReadSelfReport(context.Background(), NewMetricsReader(nil), clientURL, port, time.Minute)
+	g.Expect(rep).To(BeNil())
+	g.Expect(where).To(Equal(failing), "where it looked, though nothing was read")
+
+	rep, where = ReadSelfReport(context.Background(), NewMetricsReader(nil), "not a url", port, time.Minute)
+	g.Expect(rep).To(BeNil())
+	g.Expect(where).To(BeEmpty())
+}
+
+func TestReadSelfReports_KeepsTheReportsRead(t *testing.T) {
+	g := NewWithT(t)
+	okURL, okPort := portOf(t, serve(t, http.StatusOK, restartedMetrics))
+	badURL, badPort := portOf(t, serve(t, http.StatusServiceUnavailable, ""))
+	g.Expect(okPort).NotTo(Equal(badPort))
+	// The metrics port is every member's, as in a cluster, and the test
+	// servers share a host: a member that answers and one that does not
+	// are read in two calls.
+	got := ReadSelfReports(context.Background(), NewMetricsReader(nil), map[string]string{"a": okURL}, okPort, time.Minute)
+	g.Expect(got).To(HaveKey("a"))
+	got = ReadSelfReports(context.Background(), NewMetricsReader(nil), map[string]string{"a": badURL, "b": "not a url"}, badPort, time.Minute)
+	g.Expect(got).To(BeEmpty())
 }

@@ -122,6 +122,21 @@ func (s EndpointStatus) IsLeader() bool {
 	return s.MemberID != 0 && s.MemberID == s.LeaderID
 }
 
+// HighestTerm is the index of the status that answered in the highest raft
+// term while knowing a leader, or -1 when none knows one: during a partition
+// a stale member can still name an old leader, and the higher term wins, as
+// etcd's own findLeader decides. Of equal terms the earlier wins, so a
+// caller that orders the statuses makes the choice repeatable.
+func HighestTerm(statuses []EndpointStatus) int {
+	best := -1
+	for i, st := range statuses {
+		if st.LeaderID != 0 && (best < 0 || st.RaftTerm > statuses[best].RaftTerm) {
+			best = i
+		}
+	}
+	return best
+}
+
 // Alarm types as etcd names them.
 const (
 	AlarmNoSpace = "NOSPACE"

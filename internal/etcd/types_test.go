@@ -76,3 +76,26 @@ func TestHealthyDespiteNoSpace(t *testing.T) {
 		g.Expect(tc.st.HealthyDespiteNoSpace(tc.alarms)).To(Equal(tc.want), tc.name)
 	}
 }
+
+func TestHighestTerm(t *testing.T) {
+	t.Parallel()
+	st := func(member, leader, term uint64) etcd.EndpointStatus {
+		return etcd.EndpointStatus{MemberID: member, LeaderID: leader, RaftTerm: term}
+	}
+	cases := []struct {
+		name     string
+		statuses []etcd.EndpointStatus
+		want     int
+	}{
+		{"none", nil, -1},
+		{"no member knows a leader", []etcd.EndpointStatus{st(1, 0, 5), st(2, 0, 7)}, -1},
+		{"the higher term wins over a stale leader", []etcd.EndpointStatus{st(1, 1, 3), st(2, 3, 4), st(3, 3, 4)}, 1},
+		{"a member without a leader is passed over even in a higher term", []etcd.EndpointStatus{st(1, 2, 3), st(2, 0, 9)}, 0},
+		{"of equal terms the first", []etcd.EndpointStatus{st(1, 2, 4), st(2, 3, 4)}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(etcd.HighestTerm(tc.statuses)).To(Equal(tc.want))
+		})
+	}
+}

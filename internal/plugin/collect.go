@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -199,23 +199,18 @@ type statusResult struct {
 // member timing out costs the call timeout once.
 func (s *session) statuses(ctx context.Context) map[string]statusResult {
 	out := make(map[string]statusResult, len(s.endpoints))
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	for name, ep := range s.endpoints {
-		wg.Go(func() {
-			st, err := s.client.Status(ctx, ep)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				out[name] = statusResult{err: err}
-				return
-			}
-			out[name] = statusResult{status: &st}
-		})
+	names := slices.Sorted(maps.Keys(s.endpoints))
+	eps := make([]string, len(names))
+	for i, name := range names {
+		eps[i] = s.endpoints[name]
 	}
-	wg.Wait()
+	for i, a := range etcd.StatusAll(ctx, s.client, eps, 0) {
+		if a.Err != nil {
+			out[names[i]] = statusResult{err: a.Err}
+			continue
+		}
+		out[names[i]] = statusResult{status: &a.Status}
+	}
 	return out
 }
 
@@ -223,17 +218,22 @@ func (s *session) statuses(ctx context.Context) map[string]statusResult {
 // knowing a leader: during a partition a stale member can still name an old
 // leader, and the higher term wins, as etcd's own findLeader decides.
 func bestName(statuses map[string]statusResult) string {
-	best := ""
+	var names []string
 	for name, r := range statuses {
-		if r.status == nil || r.status.LeaderID == 0 {
-			continue
-		}
-		if b, ok := statuses[best]; !ok || r.status.RaftTerm > b.status.RaftTerm ||
-			(r.status.RaftTerm == b.status.RaftTerm && name < best) {
-			best = name
+		if r.status != nil {
+			names = append(names, name)
 		}
 	}
-	return best
+	// Sorted, so that of equal terms the first name wins.
+	slices.Sort(names)
+	answered := make([]etcd.EndpointStatus, len(names))
+	for i, name := range names {
+		answered[i] = *statuses[name].status
+	}
+	if i := etcd.HighestTerm(answered); i >= 0 {
+		return names[i]
+	}
+	return ""
 }
 
 // memberName is the member's Pod name. A member that was added but has not
@@ -245,13 +245,8 @@ func memberName(m etcd.Member, cluster string) string {
 		return m.Name
 	}
 	for _, raw := range m.PeerURLs {
-		u, err := url.Parse(raw)
-		if err != nil {
-			continue
-		}
-		labels := strings.Split(u.Hostname(), ".")
-		if len(labels) > 2 && labels[1] == v1alpha1.PeerServiceName(cluster) {
-			return labels[0]
+		if name, domain := v1alpha1.MemberOfPeerURL(raw); strings.HasPrefix(domain, v1alpha1.PeerServiceName(cluster)+".") {
+			return name
 		}
 	}
 	return ""

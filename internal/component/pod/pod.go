@@ -212,13 +212,13 @@ func ServesClients(m *v1alpha1.EtcdMember) bool {
 // member always yields the same Pod.
 func Args(p Params) []string {
 	m := p.Member
-	cluster, ns, domain := m.Spec.ClusterName, p.namespace(), p.clusterDomain()
-	peerURL := m.OwnPeerURL(v1alpha1.PeerURL(m.Name, cluster, ns, domain))
+	domain := p.clusterDomain()
+	peerURL := m.PeerURLIn(domain)
 	args := []string{
 		"--name=" + m.Name,
 		"--data-dir=" + DataDir,
 		"--listen-client-urls=" + listenClientURLs(m),
-		"--advertise-client-urls=" + m.OwnClientURL(v1alpha1.ClientURL(m.Name, cluster, ns, domain)),
+		"--advertise-client-urls=" + m.ClientURLIn(domain),
 		"--listen-peer-urls=" + listenPeerURLs(peerURL),
 		"--initial-advertise-peer-urls=" + peerURL,
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", v1alpha1.MetricsPort),

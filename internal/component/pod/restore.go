@@ -58,7 +58,7 @@ func restoreInit(p Params) ([]corev1.Container, []corev1.Volume) {
 		kv, km := backupjob.KeyVolume(r.EncryptionKey, &fetch.StorageArgs)
 		storageVolumes, storageMounts = append(storageVolumes, kv...), append(storageMounts, km...)
 	}
-	peer := m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, p.namespace(), p.clusterDomain()))
+	peer := m.PeerURLIn(p.clusterDomain())
 	apply := agent.ApplyArgs{
 		Etcdutl: "/usr/local/bin/etcdutl", DataDir: DataDir, WorkDir: restoreWorkDir,
 		Name: m.Name, InitialCluster: m.Name + "=" + peer, InitialClusterToken: m.Spec.ClusterToken, PeerURL: peer,

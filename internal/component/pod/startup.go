@@ -48,7 +48,7 @@ func env(p Params) []corev1.EnvVar {
 // and --force-new-cluster while the member's spec asks for it.
 func BuildStartupConfig(p Params) *corev1.ConfigMap {
 	m := p.Member
-	self := m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, p.namespace(), p.clusterDomain()))
+	self := m.PeerURLIn(p.clusterDomain())
 	labels := v1alpha1.MemberLabels(m.Spec.ClusterName, m.Name)
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
@@ -71,7 +71,7 @@ func BuildStartupConfig(p Params) *corev1.ConfigMap {
 // selfOnly is the --initial-cluster of a member that has booted.
 func selfOnly(p Params) string {
 	m := p.Member
-	return m.Name + "=" + m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, p.namespace(), p.clusterDomain()))
+	return m.Name + "=" + m.PeerURLIn(p.clusterDomain())
 }
 
 // keepForward makes the startup values only ever move forward: from "new"

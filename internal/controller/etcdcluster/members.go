@@ -418,24 +418,13 @@ func initialClusterFrom(list etcd.MemberList) string {
 		for _, u := range m.PeerURLs {
 			name := m.Name
 			if name == "" {
-				name = memberNameFromPeerURL(u)
+				name, _ = v1alpha1.MemberOfPeerURL(u)
 			}
 			entries = append(entries, name+"="+u)
 		}
 	}
 	sort.Strings(entries)
 	return strings.Join(entries, ",")
-}
-
-func memberNameFromPeerURL(u string) string {
-	host := u
-	if i := strings.Index(host, "://"); i >= 0 {
-		host = host[i+3:]
-	}
-	if i := strings.IndexAny(host, ".:/"); i >= 0 {
-		host = host[:i]
-	}
-	return host
 }
 
 // promote makes a learner a voter once its Pod is ready. etcd itself refuses

@@ -3,6 +3,8 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -190,11 +192,17 @@ func (v etcdView) healthyVoters() int {
 	return n
 }
 
+// leaderID is the leader named by the member that answered in the highest
+// term; of equal terms, by the member with the lowest ID.
 func (v etcdView) leaderID() uint64 {
-	for _, h := range v.health {
-		if h.err == nil && h.status.LeaderID != 0 {
-			return h.status.LeaderID
+	var answered []etcd.EndpointStatus
+	for _, id := range slices.Sorted(maps.Keys(v.health)) {
+		if h := v.health[id]; h.err == nil {
+			answered = append(answered, h.status)
 		}
+	}
+	if i := etcd.HighestTerm(answered); i >= 0 {
+		return answered[i].LeaderID
 	}
 	return 0
 }
@@ -222,11 +230,11 @@ func (s *scope) inEtcd(m *v1alpha1.EtcdMember) (etcd.Member, bool) {
 // peerURL is a member's peer URL: the one recorded at its creation, or, for
 // a member created before URLs were recorded, the one its name gives.
 func (r *Reconciler) peerURL(m *v1alpha1.EtcdMember) string {
-	return m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
+	return m.PeerURLIn(r.ClusterDomain)
 }
 
 func (r *Reconciler) clientURL(m *v1alpha1.EtcdMember) string {
-	return m.OwnClientURL(v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
+	return m.ClientURLIn(r.ClusterDomain)
 }
 
 // newScope lists the cluster's members and Pods and, once the cluster has

@@ -121,23 +121,21 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 	}
 	statusCtx, cancelStatus := context.WithTimeout(ctx, endpointTimeout)
 	defer cancelStatus()
-	// One Status call per started member, concurrently, each writing its
-	// own slot; the map is filled afterwards by this goroutine alone.
+	// One Status call per started member, at once; the map is filled
+	// afterwards by this goroutine alone.
 	results := make([]memberHealth, len(view.list.Members))
-	var wg sync.WaitGroup
+	var started []int
+	var urls []string
 	for i, m := range view.list.Members {
 		if len(m.ClientURLs) == 0 {
 			results[i] = memberHealth{err: fmt.Errorf("member %s has not started", m.IDString())}
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st, err := c.Status(statusCtx, m.ClientURLs[0])
-			results[i] = memberHealth{status: st, err: err}
-		}()
+		started, urls = append(started, i), append(urls, m.ClientURLs[0])
 	}
-	wg.Wait()
+	for j, a := range etcd.StatusAll(statusCtx, c, urls, 0) {
+		results[started[j]] = memberHealth{status: a.Status, err: a.Err}
+	}
 	// etcd refusing the operator's identity says nothing of the members'
 	// health: the view is unusable (no change is made on it) and the
 	// members' metrics stand in for their Status, as without a quorum.
@@ -158,44 +156,19 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 	return view
 }
 
-// selfReports reads, at once and each under its own budget, the metrics
-// endpoint of every member with a Pod. Without a quorum, a member
-// restarted on its data serves no client request, and its metrics are the
-// only place it says how far it got.
+// selfReports reads the metrics of every member with a Pod (see
+// etcd.ReadSelfReports).
 func (r *Reconciler) selfReports(ctx context.Context, s *scope) map[string]etcd.SelfReport {
 	if r.Metrics == nil {
 		return nil
 	}
-	var ask []*v1alpha1.EtcdMember
+	clientURLs := map[string]string{}
 	for _, m := range s.members {
-		if p := s.pods[m.Name]; p == nil || p.Status.PodIP == "" {
-			continue
-		}
-		ask = append(ask, m)
-	}
-	reports := make([]*etcd.SelfReport, len(ask))
-	var wg sync.WaitGroup
-	for i, m := range ask {
-		url, err := etcd.MetricsURLFor(r.clientURL(m), v1alpha1.MetricsPort)
-		if err != nil {
-			continue
-		}
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, endpointTimeout)
-			defer cancel()
-			if rep, err := r.Metrics.SelfReport(ctx, url); err == nil {
-				reports[i] = &rep
-			}
-		})
-	}
-	wg.Wait()
-	out := map[string]etcd.SelfReport{}
-	for i, m := range ask {
-		if reports[i] != nil {
-			out[m.Name] = *reports[i]
+		if p := s.pods[m.Name]; p != nil && p.Status.PodIP != "" {
+			clientURLs[m.Name] = r.clientURL(m)
 		}
 	}
-	return out
+	return etcd.ReadSelfReports(ctx, r.Metrics, clientURLs, v1alpha1.MetricsPort, endpointTimeout)
 }
 
 // unansweredOnly keeps the reports of members whose Status did not answer:

@@ -30,7 +30,7 @@ func (r *Reconciler) tokenEndpoints(ctx context.Context, m *v1alpha1.EtcdMember,
 		if s.Name == m.Name || s.Status.PodName == "" || s.Pending() || !s.DeletionTimestamp.IsZero() {
 			continue
 		}
-		out = append(out, access.URL(s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))))
+		out = append(out, access.URL(s.ClientURLIn(r.ClusterDomain)))
 	}
 	return out
 }

@@ -145,7 +145,7 @@ func (r *Reconciler) discount(healthy map[uint64]bool, list etcd.MemberList, sib
 		if !restarting[s.Name] {
 			continue
 		}
-		if em, ok := findSelf(list, s, s.OwnPeerURL(v1alpha1.PeerURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))); ok {
+		if em, ok := findSelf(list, s, s.PeerURLIn(r.ClusterDomain)); ok {
 			healthy[em.ID] = false
 		}
 	}
@@ -176,7 +176,7 @@ func (r *Reconciler) restartAllowed(ctx context.Context, m *v1alpha1.EtcdMember)
 	var endpoints []string
 	for _, s := range siblings.Items {
 		if s.Name != m.Name && s.Status.PodName != "" && !s.Pending() {
-			endpoints = append(endpoints, s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain)))
+			endpoints = append(endpoints, s.ClientURLIn(r.ClusterDomain))
 		}
 	}
 	if len(endpoints) == 0 {
@@ -193,7 +193,7 @@ func (r *Reconciler) restartAllowed(ctx context.Context, m *v1alpha1.EtcdMember)
 	if err != nil {
 		return false, fmt.Sprintf("cannot list etcd members: %v", err), nil
 	}
-	self, found := findSelf(list, m, m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)))
+	self, found := findSelf(list, m, m.PeerURLIn(r.ClusterDomain))
 	if !found || self.IsLearner {
 		return true, "", nil
 	}

@@ -3,7 +3,6 @@ package etcdmember
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -149,7 +148,7 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 	if err != nil {
 		return false, fmt.Sprintf("cannot list etcd members: %v", err), nil
 	}
-	self, found := findSelf(list, m, m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)))
+	self, found := findSelf(list, m, m.PeerURLIn(r.ClusterDomain))
 	if !found {
 		return true, "", nil
 	}
@@ -190,22 +189,18 @@ func (r *Reconciler) removeFromEtcd(ctx context.Context, cluster *v1alpha1.EtcdC
 // of a replacement onto a larger volume, say) is as safe as any other.
 func healthyVoters(ctx context.Context, c etcd.Client, list etcd.MemberList) map[uint64]bool {
 	statuses := make([]*etcd.EndpointStatus, len(list.Members))
-	var wg sync.WaitGroup
+	var asked []int
+	var eps []string
 	for i, v := range list.Members {
-		if v.IsLearner || len(v.ClientURLs) == 0 {
-			continue
+		if !v.IsLearner && len(v.ClientURLs) > 0 {
+			asked, eps = append(asked, i), append(eps, v.ClientURLs[0])
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			callCtx, cancel := context.WithTimeout(ctx, statusTimeout)
-			defer cancel()
-			if st, err := c.Status(callCtx, v.ClientURLs[0]); err == nil {
-				statuses[i] = &st
-			}
-		}()
 	}
-	wg.Wait()
+	for j, a := range etcd.StatusAll(ctx, c, eps, statusTimeout) {
+		if a.Err == nil {
+			statuses[asked[j]] = &a.Status
+		}
+	}
 	var alarms []etcd.Alarm
 	for _, st := range statuses {
 		if st != nil && !st.Healthy() && st.LeaderID != 0 {
@@ -271,7 +266,7 @@ func (r *Reconciler) reachOthers(ctx context.Context, cluster *v1alpha1.EtcdClus
 	var endpoints []string
 	for _, s := range list.Items {
 		if s.Name != m.Name && s.Status.PodName != "" && !s.Pending() {
-			endpoints = append(endpoints, access.URL(s.OwnClientURL(v1alpha1.ClientURL(s.Name, s.Spec.ClusterName, s.Namespace, r.ClusterDomain))))
+			endpoints = append(endpoints, access.URL(s.ClientURLIn(r.ClusterDomain)))
 		}
 	}
 	return list.Items, access, endpoints, nil

@@ -314,7 +314,7 @@ func (r *Reconciler) observeVersion(ctx context.Context, cluster *v1alpha1.EtcdC
 	if err != nil {
 		return ""
 	}
-	ep := access.URL(m.OwnClientURL(v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)))
+	ep := access.URL(m.ClientURLIn(r.ClusterDomain))
 	c, err := r.Dialer.Dial(ctx, append([]string{ep}, r.tokenEndpoints(ctx, m, access)...), access.Options...)
 	if err != nil {
 		return ""

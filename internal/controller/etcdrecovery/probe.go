@@ -175,23 +175,12 @@ func (r *Reconciler) ask(ctx context.Context, cluster *v1alpha1.EtcdCluster, mem
 	return out
 }
 
-// selfReport reads a member's metrics endpoint, under its own time budget:
-// the Status call before it may have used up the first.
+// selfReport reads a member's metrics (see etcd.ReadSelfReport).
 func (r *Reconciler) selfReport(ctx context.Context, m *v1alpha1.EtcdMember) (*etcd.SelfReport, string) {
 	if r.Metrics == nil {
 		return nil, ""
 	}
-	url, err := etcd.MetricsURLFor(r.clientURL(m), v1alpha1.MetricsPort)
-	if err != nil {
-		return nil, ""
-	}
-	ctx, cancel := context.WithTimeout(ctx, endpointTimeout)
-	defer cancel()
-	rep, err := r.Metrics.SelfReport(ctx, url)
-	if err != nil {
-		return nil, url
-	}
-	return &rep, url
+	return etcd.ReadSelfReport(ctx, r.Metrics, r.clientURL(m), v1alpha1.MetricsPort, endpointTimeout)
 }
 
 // memberFor finds the EtcdMember of an etcd member: by latched ID, then by
@@ -202,7 +191,7 @@ func (r *Reconciler) memberFor(members []*v1alpha1.EtcdMember, byID map[uint64]*
 	}
 	for _, m := range members {
 		for _, u := range em.PeerURLs {
-			if u == m.OwnPeerURL(v1alpha1.PeerURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain)) {
+			if u == m.PeerURLIn(r.ClusterDomain) {
 				return m
 			}
 		}
@@ -211,5 +200,5 @@ func (r *Reconciler) memberFor(members []*v1alpha1.EtcdMember, byID map[uint64]*
 }
 
 func (r *Reconciler) clientURL(m *v1alpha1.EtcdMember) string {
-	return m.OwnClientURL(v1alpha1.ClientURL(m.Name, m.Spec.ClusterName, m.Namespace, r.ClusterDomain))
+	return m.ClientURLIn(r.ClusterDomain)
 }

@@ -236,7 +236,7 @@ func (r *Reconciler) endpoints(ctx context.Context, c *v1alpha1.EtcdCluster) (et
 	shape := etcdaccess.ShapeOf(c, members)
 	var out []string
 	for _, m := range members {
-		out = append(out, shape.URL(m.OwnClientURL(v1alpha1.ClientURL(m.Name, c.Name, c.Namespace, r.ClusterDomain))))
+		out = append(out, shape.URL(m.ClientURLIn(r.ClusterDomain)))
 	}
 	sort.Strings(out)
 	return shape, out, nil
