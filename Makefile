@@ -223,7 +223,9 @@ verify-generated: generate manifests ## Fail if generated files are stale (uncom
 
 .PHONY: lint
 lint: ## Run golangci-lint with .golangci.yml (linters and gofmt/goimports checks).
-	$(GOLANGCI_LINT) run ./...
+	@# Another checkout's lint (a second worktree) waits for this one rather
+	@# than failing it with "parallel golangci-lint is running".
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 .PHONY: helm-lint
 helm-lint: ## Lint the chart and render it with its default values and with every monitoring object enabled.
