@@ -12,7 +12,6 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
-	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
 	"github.com/quorumctl/etcd-operator/internal/quorum"
 )
 
@@ -156,28 +155,16 @@ func (r *Reconciler) discount(healthy map[uint64]bool, list etcd.MemberList, sib
 // etcd does not list, or lists as a learner, holds no vote to lose; a
 // cluster of one has nobody to keep.
 func (r *Reconciler) restartAllowed(ctx context.Context, m *v1alpha1.EtcdMember) (bool, string, error) {
-	var siblings v1alpha1.EtcdMemberList
-	if err := r.List(ctx, &siblings, client.InNamespace(m.Namespace),
-		client.MatchingLabels{v1alpha1.ClusterLabel: m.Spec.ClusterName}); err != nil {
-		return false, "", fmt.Errorf("failed to list EtcdMembers of %s: %w", m.Spec.ClusterName, err)
-	}
-	var all []*v1alpha1.EtcdMember
-	for i := range siblings.Items {
-		all = append(all, &siblings.Items[i])
-	}
 	cluster := &v1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster); err != nil {
 		return false, "", fmt.Errorf("failed to get EtcdCluster %s: %w", m.Spec.ClusterName, err)
 	}
-	access, err := etcdaccess.For(ctx, r.Client, r.APIReader, cluster, all)
+	// The same members, reached the same way (the scheme the access says,
+	// which during a TLS transition is not always the one a member's
+	// recorded URL names), as the finalizer's removal asks.
+	siblings, access, endpoints, err := r.reachOthers(ctx, cluster, m)
 	if err != nil {
 		return false, "", err
-	}
-	var endpoints []string
-	for _, s := range siblings.Items {
-		if s.Name != m.Name && s.Status.PodName != "" && !s.Pending() {
-			endpoints = append(endpoints, s.ClientURLIn(r.ClusterDomain))
-		}
 	}
 	if len(endpoints) == 0 {
 		return true, "", nil
@@ -197,7 +184,7 @@ func (r *Reconciler) restartAllowed(ctx context.Context, m *v1alpha1.EtcdMember)
 	if !found || self.IsLearner {
 		return true, "", nil
 	}
-	voters, healthyOthers, _ := r.countVoters(ctx, c, list, siblings.Items, m, self.ID)
+	voters, healthyOthers, _ := r.countVoters(ctx, c, list, siblings, m, self.ID)
 	if voters > 1 && healthyOthers < quorum.Size(voters) {
 		return false, fmt.Sprintf("restarting it would leave %d healthy of %d voters, below quorum %d", healthyOthers, voters, quorum.Size(voters)), nil
 	}
