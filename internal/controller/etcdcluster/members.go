@@ -116,16 +116,7 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		return r.pause(ctx, s, s.members[0])
 	}
 	if !s.etcd.usable() {
-		// Nothing may change without a quorum's answer; remediate only
-		// records which members are broken and why it cannot act.
-		if _, _, err := r.remediate(ctx, s); err != nil {
-			return ctrl.Result{}, err
-		}
-		// A reply over the bound stalls the cluster (see stalls), which
-		// announceStalled reports in an Event once.
-		reason, msg := unanswered(s)
-		s.setProgress(reason, "%s", msg)
-		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
+		return r.waitForQuorum(ctx, s)
 	}
 	if err := r.handJoinersTheirList(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -140,23 +131,8 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 		s.setProgress(v1alpha1.ScalingDownReason, "waiting for member %s to leave etcd", d.Name)
 		return ctrl.Result{RequeueAfter: requeueQuorumWait}, nil
 	}
-	if r.addBeforePromoting(s) {
-		// A plain scale-up's next add is the step, and etcd takes it
-		// now; after the promotion it would refuse it for 5 s.
-		var res ctrl.Result
-		var err error
-		if p := s.pendingMember(); p != nil {
-			res, err = r.completeAdd(ctx, s, p)
-		} else {
-			res, err = r.scaleUp(ctx, s)
-		}
-		if err != nil || !s.addRefused {
-			return res, err
-		}
-		// etcd refused the add and nothing changed: fewer learner slots
-		// than its version gives (a member started with a lower
-		// --max-learners), or its health window. The promotion must not
-		// wait on that: it goes first, as it did before, and as on 3.5.
+	if res, acted, err := r.addBeforePromotion(ctx, s); acted || err != nil {
+		return res, err
 	}
 	if l, ok := s.startedLearner(); ok {
 		if res, promoted, err := r.promoteIfReady(ctx, s, l); promoted || err != nil {
@@ -175,34 +151,22 @@ func (r *Reconciler) reconcileMembership(ctx context.Context, s *scope) (ctrl.Re
 	if res, acted, err := r.reconcileRollout(ctx, s); acted || err != nil {
 		return res, err
 	}
-	if len(s.counted()) > desired {
-		return r.scaleDown(ctx, s)
+	return r.reconcileSize(ctx, s, desired)
+}
+
+// waitForQuorum is the pass when etcd's view is not usable. Nothing may
+// change without a quorum's answer, so it is a step of its own: remediate
+// only records which members are broken and why it cannot act, and status
+// says who did not answer.
+func (r *Reconciler) waitForQuorum(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if _, _, err := r.remediate(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
-	if p := s.pendingMember(); p != nil {
-		return r.completeAdd(ctx, s, p)
-	}
-	// Learners join side by side where etcd allows it: another can be added
-	// while one catches up, and each is promoted as soon as it is ready.
-	learners := s.etcd.learners()
-	if len(s.counted()) < desired && len(learners) < s.maxLearners() {
-		return r.scaleUp(ctx, s)
-	}
-	if len(learners) > 0 {
-		if s.promoteTried {
-			// Asked once already this pass; etcd said not yet.
-			return ctrl.Result{RequeueAfter: requeueLearnerSync}, nil
-		}
-		return r.promote(ctx, s, learners[0])
-	}
-	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
-		// A rollout that waits on the same members has said so already,
-		// and says more.
-		if s.progress.reason == "" {
-			s.setProgress(v1alpha1.MembersNotReadyReason, "waiting for %s", strings.Join(notReady, ", "))
-		}
-		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
-	}
-	return ctrl.Result{RequeueAfter: requeueSteadyState}, nil
+	// A reply over the bound stalls the cluster (see stalls), which
+	// announceStalled reports in an Event once.
+	reason, msg := unanswered(s)
+	s.setProgress(reason, "%s", msg)
+	return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
 }
 
 // handJoinersTheirList finishes adds whose etcd side is done: the member
@@ -425,112 +389,6 @@ func initialClusterFrom(list etcd.MemberList) string {
 	}
 	sort.Strings(entries)
 	return strings.Join(entries, ",")
-}
-
-// promote makes a learner a voter once its Pod is ready. etcd itself refuses
-// while the learner's log is behind, which is the signal to wait.
-// promoteIfReady promotes a started learner once etcd agrees it has caught
-// up; while it has not, the pass goes on to other steps.
-func (r *Reconciler) promoteIfReady(ctx context.Context, s *scope, learner etcd.Member) (ctrl.Result, bool, error) {
-	m := r.memberFor(s, learner)
-	if m == nil || !s.podReady(m.Name) {
-		return ctrl.Result{}, false, nil
-	}
-	if booted, err := r.bootLatched(ctx, m); err != nil || !booted {
-		return ctrl.Result{}, false, err
-	}
-	s.promoteTried = true
-	return r.promoteStep(ctx, s, learner)
-}
-
-func (r *Reconciler) promote(ctx context.Context, s *scope, learner etcd.Member) (ctrl.Result, error) {
-	res, _, err := r.promoteStep(ctx, s, learner)
-	return res, err
-}
-
-// promoteStep promotes a learner, or removes one no member owns; acted says
-// whether it changed the membership.
-func (r *Reconciler) promoteStep(ctx context.Context, s *scope, learner etcd.Member) (ctrl.Result, bool, error) {
-	m := r.memberFor(s, learner)
-	if m == nil {
-		// A learner no EtcdMember accounts for can only be the remains of an
-		// interrupted add whose member was deleted; it holds no data anyone
-		// relies on, and it blocks further adds. The cache may simply not
-		// have seen its member yet, so the API server has the last word.
-		if owned, err := r.learnerOwned(ctx, s, learner); err != nil || owned {
-			return ctrl.Result{RequeueAfter: requeueSoon}, false, err
-		}
-		ctrl.LoggerFrom(ctx).Info("Removing a learner no member owns", "memberID", learner.IDString())
-		if _, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
-			l, err := c.MemberRemove(ctx, learner.ID)
-			return etcd.Member{}, l, err
-		}); err != nil && !etcd.IsMemberNotFound(err) {
-			return ctrl.Result{}, true, fmt.Errorf("failed to remove orphan learner %s: %w", learner.IDString(), err)
-		}
-		r.event(s.cluster, corev1.EventTypeWarning, "OrphanLearnerRemoved", "RemoveMember",
-			"Removed learner %s that no EtcdMember owns", learner.IDString())
-		return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
-	}
-	if !s.podReady(m.Name) || learner.Name == "" {
-		s.setProgress(v1alpha1.ScalingUpReason, "waiting for learner %s to start", m.Name)
-		return ctrl.Result{RequeueAfter: requeueUnreachable}, false, nil
-	}
-	if booted, err := r.bootLatched(ctx, m); err != nil || !booted {
-		s.setProgress(v1alpha1.ScalingUpReason, "waiting for the first start of learner %s to be recorded", m.Name)
-		return ctrl.Result{RequeueAfter: requeueLearnerSync}, false, err
-	}
-	s.setProgress(v1alpha1.PromotingLearnerReason, "promoting learner %s", m.Name)
-	_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
-		l, err := c.MemberPromote(ctx, learner.ID)
-		return etcd.Member{}, l, err
-	})
-	switch {
-	case etcd.IsLearnerNotReady(err):
-		s.setProgress(v1alpha1.PromotingLearnerReason, "learner %s is catching up", m.Name)
-		return ctrl.Result{RequeueAfter: requeueLearnerSync}, false, nil
-	case etcd.IsUnhealthyCluster(err):
-		return ctrl.Result{RequeueAfter: requeueEtcdRefused}, false, nil
-	case err != nil:
-		return ctrl.Result{}, true, fmt.Errorf("failed to promote learner %s: %w", m.Name, err)
-	}
-	ctrl.LoggerFrom(ctx).Info("Promoted learner", "member", m.Name, "memberID", learner.IDString())
-	r.event(s.cluster, corev1.EventTypeNormal, "MemberPromoted", "PromoteMember",
-		"Promoted member %s (%s) to voter", m.Name, learner.IDString())
-	// Nothing in Kubernetes changes on a promotion, so look again shortly to
-	// record the new role and move on.
-	return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
-}
-
-// bootLatched: the member's first boot is recorded (status.firstReadyTime),
-// read past the cache when the cache does not have it yet. Until it is, the
-// member's startup ConfigMap still hands it the member list of its add, and
-// it must not become a voter: a voter that lost its data dir would then
-// rejoin under its old ID with an empty log, instead of failing loudly.
-func (r *Reconciler) bootLatched(ctx context.Context, m *v1alpha1.EtcdMember) (bool, error) {
-	if m.HasBooted() {
-		return true, nil
-	}
-	live := &v1alpha1.EtcdMember{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), live); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return live.HasBooted(), nil
-}
-
-// learnerOwned: a member the API server has, live or leaving, accounts
-// for the learner, by its latched ID or its recorded peer URL.
-func (r *Reconciler) learnerOwned(ctx context.Context, s *scope, learner etcd.Member) (bool, error) {
-	live, err := r.liveMembers(ctx, s)
-	if err != nil {
-		return false, err
-	}
-	for i := range live {
-		m := &live[i]
-		if m.Status.MemberID == learner.IDString() || contains(learner.PeerURLs, r.peerURL(m)) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 func (r *Reconciler) memberFor(s *scope, em etcd.Member) *v1alpha1.EtcdMember {

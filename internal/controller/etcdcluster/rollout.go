@@ -110,43 +110,12 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 			return ctrl.Result{RequeueAfter: requeueUnreachable}, false, err
 		}
 	}
-	leader := s.quorumView().LeaderID
-	var ms []rollout.Member
-	volumes := map[string]volumeChange{}
-	for _, m := range counted {
-		em, listed := s.inEtcd(m)
-		var vc volumeChange
-		if s.outdated(m) {
-			var err error
-			if vc, err = r.volumeChangeOf(ctx, s, m); err != nil {
-				return ctrl.Result{}, true, err
-			}
-			volumes[m.Name] = vc
-		}
-		rm := rollout.Member{
-			Name: m.Name, Outdated: s.outdated(m) || s.podOutdated(m), Replace: vc.replace, Expand: vc.expand, Resizing: vc.resizing,
-			Voter: listed && !em.IsLearner, Leader: listed && em.ID == leader && leader != 0, Healthy: s.healthyMember(m),
-			DownFor: s.downFor(m),
-		}
-		if listed {
-			rm.Applied = s.etcd.health[em.ID].status.RaftAppliedIndex
-		}
-		ms = append(ms, rm)
+	ms, volumes, err := r.rolloutMembers(ctx, s, counted)
+	if err != nil {
+		return ctrl.Result{}, true, err
 	}
-	if remaining := s.entriesBeforeUpgrade(); remaining > 0 && s.outdatedCount() > 0 && s.settling() == "" {
-		// Each member takes a raft snapshot every snapshot-count entries;
-		// harmless entries get there without waiting for the users'.
-		n := min(remaining, advanceLogBatch)
-		_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
-			return etcd.Member{}, etcd.MemberList{}, c.AdvanceLog(ctx, n)
-		})
-		if err != nil && !etcd.IsUnavailable(err) {
-			return ctrl.Result{}, true, fmt.Errorf("failed to advance the raft log: %w", err)
-		}
-		s.setProgress(v1alpha1.RollingUpdateReason,
-			"waiting until every member has taken a raft snapshot since the cluster came to run %s, which etcd %s needs before it starts: %d log entries to go",
-			s.cluster.Status.MinorSince.Minor, s.cluster.Status.Observed.Version, remaining)
-		return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
+	if res, acted, err := r.advanceLogBeforeUpgrade(ctx, s); acted || err != nil {
+		return res, acted, err
 	}
 	d := rollout.Next(ms, rollout.Options{Paused: s.cluster.Spec.Rollout.Paused, Settling: s.settling(), Restarting: r.restarting(s)})
 	// Counted as the rollout sees them: a member whose spec is the
@@ -187,23 +156,85 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, s *scope) (ctrl.Resul
 		return ctrl.Result{RequeueAfter: requeueUnreachable}, true, r.expandVolume(ctx, s, s.member(d.Member))
 	case rollout.Replace:
 		m := s.member(d.Member)
-		if exists, err := r.replacementExists(ctx, s, m.Name); err != nil || exists {
-			return ctrl.Result{RequeueAfter: requeueSoon}, true, err
-		}
-		r.noteReplacedVolume(s, m, volumes[m.Name].why)
-		y, err := r.createMember(ctx, s, newMember{template: s.cluster.Status.Observed.MemberTemplate, replaces: m.Name})
-		if err != nil {
-			return ctrl.Result{}, true, err
-		}
-		s.replacedBy[m.Name] = y
-		r.event(s.cluster, corev1.EventTypeNormal, "MemberUpdating", "RollMember",
-			"Replacing member %s by %s with the new template (etcd %s), since %s: it joins first, then %s leaves; %d of %d members updated before it",
-			m.Name, y.Name, y.Spec.Version, volumes[m.Name].why, m.Name, updated, len(ms))
-		s.setProgress(v1alpha1.RollingUpdateReason, "replacing member %s by %s (%d of %d members updated)", m.Name, y.Name, updated, len(ms))
-		res, err := r.completeAdd(ctx, s, y)
+		res, err := r.replaceToRoll(ctx, s, m, volumes[m.Name].why, updated, len(ms))
 		return res, true, err
 	}
 	return ctrl.Result{}, false, fmt.Errorf("unknown rollout action %q", d.Action)
+}
+
+// rolloutMembers describes the counted members as package rollout sees
+// them, and each outdated member's volume change, which the Replace step
+// reports. Reading a volume change may ask the API server, so an error
+// ends the pass as the rollout's step.
+func (r *Reconciler) rolloutMembers(ctx context.Context, s *scope, counted []*v1alpha1.EtcdMember) ([]rollout.Member, map[string]volumeChange, error) {
+	leader := s.quorumView().LeaderID
+	var ms []rollout.Member
+	volumes := map[string]volumeChange{}
+	for _, m := range counted {
+		em, listed := s.inEtcd(m)
+		var vc volumeChange
+		if s.outdated(m) {
+			var err error
+			if vc, err = r.volumeChangeOf(ctx, s, m); err != nil {
+				return nil, nil, err
+			}
+			volumes[m.Name] = vc
+		}
+		rm := rollout.Member{
+			Name: m.Name, Outdated: s.outdated(m) || s.podOutdated(m), Replace: vc.replace, Expand: vc.expand, Resizing: vc.resizing,
+			Voter: listed && !em.IsLearner, Leader: listed && em.ID == leader && leader != 0, Healthy: s.healthyMember(m),
+			DownFor: s.downFor(m),
+		}
+		if listed {
+			rm.Applied = s.etcd.health[em.ID].status.RaftAppliedIndex
+		}
+		ms = append(ms, rm)
+	}
+	return ms, volumes, nil
+}
+
+// advanceLogBeforeUpgrade is the rollout's step while a version upgrade
+// waits for every member to have taken a raft snapshot since the cluster
+// came to run its minor (see entriesBeforeUpgrade). acted is false when no
+// such wait is due. Each member takes a raft snapshot every snapshot-count
+// entries; harmless entries get there without waiting for the users'.
+func (r *Reconciler) advanceLogBeforeUpgrade(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	remaining := s.entriesBeforeUpgrade()
+	if remaining <= 0 || s.outdatedCount() <= 0 || s.settling() != "" {
+		return ctrl.Result{}, false, nil
+	}
+	n := min(remaining, advanceLogBatch)
+	_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
+		return etcd.Member{}, etcd.MemberList{}, c.AdvanceLog(ctx, n)
+	})
+	if err != nil && !etcd.IsUnavailable(err) {
+		return ctrl.Result{}, true, fmt.Errorf("failed to advance the raft log: %w", err)
+	}
+	s.setProgress(v1alpha1.RollingUpdateReason,
+		"waiting until every member has taken a raft snapshot since the cluster came to run %s, which etcd %s needs before it starts: %d log entries to go",
+		s.cluster.Status.MinorSince.Minor, s.cluster.Status.Observed.Version, remaining)
+	return ctrl.Result{RequeueAfter: requeueSoon}, true, nil
+}
+
+// replaceToRoll is the rollout's Replace step: a member whose volume cannot
+// be kept (why says so) is rolled by adding a replacement with the target
+// template, which joins first, before the old member leaves. updated and
+// total are the rollout's progress, for the Event and status.
+func (r *Reconciler) replaceToRoll(ctx context.Context, s *scope, m *v1alpha1.EtcdMember, why string, updated, total int) (ctrl.Result, error) {
+	if exists, err := r.replacementExists(ctx, s, m.Name); err != nil || exists {
+		return ctrl.Result{RequeueAfter: requeueSoon}, err
+	}
+	r.noteReplacedVolume(s, m, why)
+	y, err := r.createMember(ctx, s, newMember{template: s.cluster.Status.Observed.MemberTemplate, replaces: m.Name})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.replacedBy[m.Name] = y
+	r.event(s.cluster, corev1.EventTypeNormal, "MemberUpdating", "RollMember",
+		"Replacing member %s by %s with the new template (etcd %s), since %s: it joins first, then %s leaves; %d of %d members updated before it",
+		m.Name, y.Name, y.Spec.Version, why, m.Name, updated, total)
+	s.setProgress(v1alpha1.RollingUpdateReason, "replacing member %s by %s (%d of %d members updated)", m.Name, y.Name, updated, total)
+	return r.completeAdd(ctx, s, y)
 }
 
 // settling names a membership change in flight, which a rollout waits out.

@@ -226,3 +226,66 @@ func (s *scope) maxLearners() int {
 	}
 	return pod.MaxLearners
 }
+
+// addBeforePromotion takes a plain scale-up's next add ahead of promoting a
+// learner (see addBeforePromoting): etcd takes the add now, and after the
+// promotion it would refuse it for 5 s. acted is false when the add was not
+// due, or when etcd refused it and nothing changed, so that the pass goes
+// on to the promotion.
+func (r *Reconciler) addBeforePromotion(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	if !r.addBeforePromoting(s) {
+		return ctrl.Result{}, false, nil
+	}
+	var res ctrl.Result
+	var err error
+	if p := s.pendingMember(); p != nil {
+		res, err = r.completeAdd(ctx, s, p)
+	} else {
+		res, err = r.scaleUp(ctx, s)
+	}
+	if err != nil || !s.addRefused {
+		return res, true, err
+	}
+	// etcd refused the add and nothing changed: fewer learner slots
+	// than its version gives (a member started with a lower
+	// --max-learners), or its health window. The promotion must not
+	// wait on that: it goes first, as it did before, and as on 3.5.
+	return ctrl.Result{}, false, nil
+}
+
+// reconcileSize is the end of the membership step, once nothing is broken,
+// leaving, rolling or under maintenance: bring the number of members to
+// desired (scale down first, then finish a plain pending add, then scale
+// up), promote learners, and otherwise wait for members not ready yet.
+// It is kept apart from reconcileMembership because every branch here is
+// about the cluster's size, and each returns the pass's one step.
+func (r *Reconciler) reconcileSize(ctx context.Context, s *scope, desired int) (ctrl.Result, error) {
+	if len(s.counted()) > desired {
+		return r.scaleDown(ctx, s)
+	}
+	if p := s.pendingMember(); p != nil {
+		return r.completeAdd(ctx, s, p)
+	}
+	// Learners join side by side where etcd allows it: another can be added
+	// while one catches up, and each is promoted as soon as it is ready.
+	learners := s.etcd.learners()
+	if len(s.counted()) < desired && len(learners) < s.maxLearners() {
+		return r.scaleUp(ctx, s)
+	}
+	if len(learners) > 0 {
+		if s.promoteTried {
+			// Asked once already this pass; etcd said not yet.
+			return ctrl.Result{RequeueAfter: requeueLearnerSync}, nil
+		}
+		return r.promote(ctx, s, learners[0])
+	}
+	if notReady := r.notReadyMembers(s); len(notReady) > 0 {
+		// A rollout that waits on the same members has said so already,
+		// and says more.
+		if s.progress.reason == "" {
+			s.setProgress(v1alpha1.MembersNotReadyReason, "waiting for %s", strings.Join(notReady, ", "))
+		}
+		return ctrl.Result{RequeueAfter: requeueUnreachable}, nil
+	}
+	return ctrl.Result{RequeueAfter: requeueSteadyState}, nil
+}

@@ -89,29 +89,21 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 	var probed *etcd.MemberList
 	if r.memos.get(s.cluster).unreachableStreak().Passes > 0 {
 		readReports()
-		probeCtx, cancelProbe := context.WithTimeout(ctx, endpointTimeout)
-		own, _, probeErr := etcd.FirstMemberList(probeCtx, c, voters, others)
-		cancelProbe()
+		own, probeErr := firstOwnList(ctx, c, voters, others)
 		if probeErr != nil {
 			view.err = fmt.Errorf("no member answered since the last look: %w", probeErr)
 			return view
 		}
 		probed = &own
 	}
-	// Each step has its own budget: without a quorum the linearizable list
-	// waits out its deadline, and the fallback must still have time left.
-	listCtx, cancelList := context.WithTimeout(ctx, quorumReadTimeout)
-	view.list, err = c.MemberList(listCtx)
-	cancelList()
+	view.list, err = quorumMemberList(ctx, c)
 	if err != nil {
 		view.err = fmt.Errorf("failed to list etcd members: %w", err)
 		if reports == nil {
 			readReports()
 		}
 		if probed == nil {
-			ownCtx, cancelOwn := context.WithTimeout(ctx, endpointTimeout)
-			own, _, ownErr := etcd.FirstMemberList(ownCtx, c, voters, others)
-			cancelOwn()
+			own, ownErr := firstOwnList(ctx, c, voters, others)
 			if ownErr != nil {
 				return view
 			}
@@ -119,6 +111,34 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 		}
 		view.list, view.degraded = *probed, true
 	}
+	r.surveyMembers(ctx, s, c, &view)
+	return view
+}
+
+// firstOwnList is a member's own list, the first to answer within one
+// step's timeout (see etcd.FirstMemberList: all are asked together, and a
+// voter's answer is preferred to a learner's).
+func firstOwnList(ctx context.Context, c etcd.Client, voters, others []string) (etcd.MemberList, error) {
+	ctx, cancel := context.WithTimeout(ctx, endpointTimeout)
+	defer cancel()
+	own, _, err := etcd.FirstMemberList(ctx, c, voters, others)
+	return own, err
+}
+
+// quorumMemberList is the linearizable member list. Each step has its own
+// budget: without a quorum the linearizable list waits out its deadline,
+// and the fallback must still have time left.
+func quorumMemberList(ctx context.Context, c etcd.Client) (etcd.MemberList, error) {
+	ctx, cancel := context.WithTimeout(ctx, quorumReadTimeout)
+	defer cancel()
+	return c.MemberList(ctx)
+}
+
+// surveyMembers completes a look that has a member list: each listed
+// member's Status, the alarms, and when due each member's own list. Kept
+// apart from inspectEtcd, which is about getting a list at all within the
+// look's deadline; ctx is that deadline's.
+func (r *Reconciler) surveyMembers(ctx context.Context, s *scope, c etcd.Client, view *etcdView) {
 	statusCtx, cancelStatus := context.WithTimeout(ctx, endpointTimeout)
 	defer cancelStatus()
 	// One Status call per started member, at once; the map is filled
@@ -145,15 +165,14 @@ func (r *Reconciler) inspectEtcd(ctx context.Context, s *scope) (view etcdView) 
 			break
 		}
 	}
-	view.alarms, view.alarmErr = readAlarms(ctx, c, view, results)
+	view.alarms, view.alarmErr = readAlarms(ctx, c, *view, results)
 	for i, m := range view.list.Members {
 		results[i].alarms = view.alarms
 		view.health[m.ID] = results[i]
 	}
 	if r.memos.get(s.cluster).viewCheckDue(s.now) {
-		view.ownLists = ownMemberLists(statusCtx, c, view)
+		view.ownLists = ownMemberLists(statusCtx, c, *view)
 	}
-	return view
 }
 
 // selfReports reads the metrics of every member with a Pod (see

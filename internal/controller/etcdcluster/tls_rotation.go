@@ -145,6 +145,19 @@ func (r *Reconciler) rotateCAs(ctx context.Context, s *scope, published map[stri
 		armDeadline(s)
 		res = soonest(res, ctrl.Result{RequeueAfter: time.Second})
 	}
+	sourceRes, sourceErrs := r.rotateSourceCAs(ctx, s, published)
+	return soonest(res, sourceRes), errors.Join(append(errs, sourceErrs...)...)
+}
+
+// rotateSourceCAs takes, for each section with a Secret or cert-manager
+// source (adopted), the step of its source CA's rotation this pass, and
+// records a switch of the section's source. It runs after rotateCAs has
+// taken the operator's own CAs' steps, whose phase it leaves in place while
+// the source has none; a failed step of one section leaves the other's to
+// be taken.
+func (r *Reconciler) rotateSourceCAs(ctx context.Context, s *scope, published map[string]memberCerts) (ctrl.Result, []error) {
+	var res ctrl.Result
+	var errs []error
 	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
 		if sec.adopted == nil {
 			continue
@@ -179,7 +192,7 @@ func (r *Reconciler) rotateCAs(ctx context.Context, s *scope, published map[stri
 		armDeadline(s)
 		res = soonest(res, ctrl.Result{RequeueAfter: time.Second})
 	}
-	return res, errors.Join(errs...)
+	return res, errs
 }
 
 // sourceRotating: the section's source CA is being rotated (passes 1 and

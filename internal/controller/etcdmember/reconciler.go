@@ -96,6 +96,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			reterr = errors.Join(reterr, err)
 		}
 	}()
+	return r.reconcilePod(ctx, cluster, m, &obs)
+}
+
+// reconcilePod makes the member's volume, startup config and Pod real, and
+// records in obs what it saw for the status. Reconcile keeps the loading
+// and the status write around it, so that every return here, error or not,
+// is reported the same way.
+func (r *Reconciler) reconcilePod(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember, obs *observation) (ctrl.Result, error) {
 	if m.Pending() {
 		return ctrl.Result{}, nil
 	}
@@ -107,18 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if _, err := pvc.Ensure(ctx, r.Client, m); err != nil {
 		return ctrl.Result{}, err
 	}
-	params := pod.Params{
-		Member:          m,
-		ClusterFormed:   cluster.ClusterFormed(),
-		ClusterDomain:   r.ClusterDomain,
-		ImageRepository: r.ImageRepository,
-		OperatorImage:   r.OperatorImage,
-	}
-	if m.Spec.Restore != nil {
-		// The cluster controller created the seed only once the same
-		// policy let it check the source.
-		params.RestoreAmbientCredentials = r.Credentials.Decide(m.Spec.Restore.Source).Ambient
-	}
+	params := r.podParams(cluster, m)
 	current, err := r.currentPod(ctx, m)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -163,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	m.Status.ForceNewCluster = m.Spec.ForceNewCluster
 	p, err := pod.Ensure(ctx, r.Client, params)
 	if err != nil {
-		r.reportRefusal(ctx, m, err, &obs)
+		r.reportRefusal(ctx, m, err, obs)
 		// Retried on the workqueue's backoff: what the API server refused
 		// may be allowed later (the PriorityClass created, the quota
 		// raised), and the condition then clears with the Pod's creation.
@@ -186,6 +183,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		obs.version = r.observeVersion(ctx, cluster, m)
 	}
 	return ctrl.Result{}, nil
+}
+
+// podParams are what the member's Pod and startup config are rendered from.
+func (r *Reconciler) podParams(cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember) pod.Params {
+	params := pod.Params{
+		Member:          m,
+		ClusterFormed:   cluster.ClusterFormed(),
+		ClusterDomain:   r.ClusterDomain,
+		ImageRepository: r.ImageRepository,
+		OperatorImage:   r.OperatorImage,
+	}
+	if m.Spec.Restore != nil {
+		// The cluster controller created the seed only once the same
+		// policy let it check the source.
+		params.RestoreAmbientCredentials = r.Credentials.Decide(m.Spec.Restore.Source).Ambient
+	}
+	return params
 }
 
 func (r *Reconciler) currentPod(ctx context.Context, m *v1alpha1.EtcdMember) (*corev1.Pod, error) {
