@@ -32,8 +32,9 @@
 //   - tls.go: reconcileTLS; tls_sources.go: CAs, certificate sources and
 //     trust bundles; tls_certmanager.go: cert-manager Certificates;
 //     tls_publish.go: member and client certificate Secrets; tls_rotation.go
-//     and tls_sourceca.go: CA rotation; tls_transition.go: turning TLS on
-//     for a running cluster.
+//     and tls_sourceca.go: CA rotation; tls_sourceswitch.go: switching a
+//     side's certificate source; tls_transition.go: turning TLS on for a
+//     running cluster.
 //   - services.go, pdb.go, networkpolicy.go: the Services, the
 //     PodDisruptionBudget and the NetworkPolicy.
 //   - auth.go: reconcileAuth, turning etcd's authentication on.
@@ -44,12 +45,14 @@
 //
 // The membership phase and its steps:
 //   - members.go: syncMemberStatus (memberID, role, recorded URLs) and
-//     reconcileMembership; adding learners, promoting them, handing joiners
-//     etcd's member list.
+//     reconcileMembership; adding learners, handing joiners etcd's member
+//     list; promote.go: promoting learners once their first boot is
+//     recorded, and removing learners no member owns.
 //   - bootstrap.go: forming the cluster from its seed, and createMember and
 //     patchMemberStatus, which other steps use; restore.go and
 //     restore_asof.go: a cluster created from a snapshot.
-//   - scale.go: scaling up and down, moving the leader away.
+//   - scale.go: scaling up and down, an add ahead of a promotion,
+//     moving the leader away.
 //   - remediate.go: assessMembers, replacing and fencing broken members;
 //     quorumloss.go: assessQuorum and the QuorumLost report; recovery.go:
 //     carrying out a disaster recovery.
