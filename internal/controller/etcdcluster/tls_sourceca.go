@@ -116,6 +116,12 @@ func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section, sourceI
 		data[k] = v
 	}
 	switch {
+	case !st.changed() && offered == nil:
+		// Back to the operator's CA, which the members' certificates
+		// come from now: no shared one.
+		delete(data, corev1.TLSCertKey)
+		delete(data, corev1.TLSPrivateKeyKey)
+		delete(data, nextCertKey)
 	case !st.changed():
 		if st.leaf == nil || !st.leaf.Cert.Equal(offered.Cert) {
 			// A renewal under the same CA, or a switch to a source of
@@ -237,9 +243,17 @@ func (r *Reconciler) stepSourceRotation(ctx context.Context, s *scope, sec *tlsS
 		}
 		secret.Data[previousCertKey] = secret.Data[sourceCAKey]
 		secret.Data[sourceCAKey] = st.next.PEM()
-		secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = st.offered.CertPEM, st.offered.KeyPEM
 		delete(secret.Data, nextCertKey)
 		reason, note = "CARotationSwitching", fmt.Sprintf("Every member trusts the old and the new %s CA: pass 2 of 3, the source's new certificate is copied into the members' Secrets, without restarts", sec.name)
+		if st.offered == nil {
+			// Back to the operator's CA: the members get certificates
+			// of their own from it (memberLeaf).
+			delete(secret.Data, corev1.TLSCertKey)
+			delete(secret.Data, corev1.TLSPrivateKeyKey)
+			note = fmt.Sprintf("Every member trusts the old and the new %s CA: pass 2 of 3, the operator issues each member a certificate of its CA, without restarts", sec.name)
+		} else {
+			secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = st.offered.CertPEM, st.offered.KeyPEM
+		}
 	case carotation.Drop:
 		delete(secret.Data, previousCertKey)
 		reason, note = "CARotationDroppingOldCA", fmt.Sprintf("Every member serves the certificate of the new %s CA: pass 3 of 3, members restart one at a time to trust it alone", sec.name)
@@ -256,6 +270,10 @@ func (r *Reconciler) stepSourceRotation(ctx context.Context, s *scope, sec *tlsS
 // switchedSource: every member's Secret holds the adopted certificate and
 // the member is seen serving it on the section's port.
 func (r *Reconciler) switchedSource(ctx context.Context, s *scope, sec *tlsSection, published map[string]memberCerts) bool {
+	if sec.shared == nil {
+		// Back to the operator's CA: per-member certificates of it.
+		return r.switched(ctx, s, sec, published)
+	}
 	for _, m := range append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...) {
 		if m.Spec.TLS == nil || m.Pending() || m.Spec.Dormant {
 			continue

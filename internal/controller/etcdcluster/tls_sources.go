@@ -56,7 +56,8 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 	}
 	if sec.source == v1alpha1.CertificateSourceOperatorManaged {
 		sec.leafCA = sec.ca
-		return sec, nil
+		sec.sourceID = tlssource.ID(sec.source, src)
+		return r.prepareSwitchBack(ctx, s, sec)
 	}
 	sec.sourceID = tlssource.ID(sec.source, src)
 	secretName := src.SecretName
@@ -111,6 +112,34 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 	if sec.caNotAfter.IsZero() || sec.shared.Cert.NotAfter.Before(sec.caNotAfter) {
 		sec.caNotAfter = sec.shared.Cert.NotAfter
 	}
+	return sec, nil
+}
+
+// prepareSwitchBack: an OperatorManaged section whose state Secret of a
+// source is still there is being switched back from that source. The
+// operator's CA is then offered as a source's new CA would be, with no
+// shared certificate: the three passes carry it, pass 2 giving the members
+// per-member certificates of it again, and the state Secret goes once the
+// roll has ended (recordSourceSwitch).
+func (r *Reconciler) prepareSwitchBack(ctx context.Context, s *scope, sec *tlsSection) (*tlsSection, error) {
+	state, err := r.getSecret(ctx, s, sourceStateSecretName(s.cluster.Name, sec.name))
+	if err != nil || state == nil {
+		return sec, err
+	}
+	adopted, err := r.adoptSource(ctx, s, sec.name, sec.sourceID, nil, []*x509.Certificate{sec.ca.Cert}, nil)
+	if err != nil {
+		return nil, err
+	}
+	sec.adopted, sec.shared = adopted, adopted.leaf
+	if sec.name == v1alpha1.TLSSectionClient && s.cluster.Spec.TLS.Client.IsMutual() {
+		// The operator's client CA signs client certificates, the
+		// operator's own included: the members trusted it all along.
+		sec.wanted = certs.NewBundle(sec.wanted, adopted.trusted())
+		return sec, nil
+	}
+	// The members trust what the state says: the operator's CA only from
+	// the roll's pass 1 (as next), so that the passes are counted right.
+	sec.wanted = adopted.trusted()
 	return sec, nil
 }
 

@@ -1,10 +1,13 @@
 package etcdcluster
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -118,4 +121,78 @@ func TestSourceSwitch_ASourceFromCreationIsNoSwitch(t *testing.T) {
 	h.g.Expect(notes).To(HaveKeyWithValue(adoptedSourceNote, "Secret/my-client-tls"))
 	h.g.Expect(notes).NotTo(HaveKey(switchFromNote))
 	h.g.Expect(h.rotation("client")).To(BeEmpty())
+}
+
+// A switch back from a source to OperatorManaged: the operator's CA is
+// offered as a source's new CA would be, members keep the source's
+// certificate until every one trusts both CAs, pass 2 issues each member
+// a certificate of its own from the operator's CA, and once the source's
+// CA is dropped the state of the source goes, leaving the section as a
+// cluster created OperatorManaged has it.
+func TestSourceSwitch_BackToTheOperatorsCA(t *testing.T) {
+	h := newHarness(t)
+	userCA, userLeaf := h.userCert("user ca")
+	h.putUserSecret("my-peer-tls", userLeaf, userCA.CertPEM)
+	names := h.formedTLS(peerSecretSource)
+	pin := h.serveFromSecrets()
+	h.drainEvents()
+
+	h.switchPeerSource(v1alpha1.CertificateSourceSpec{})
+	h.reconcile()
+	h.g.Expect(h.peerStateNotes()).To(HaveKeyWithValue(switchFromNote, "Secret/my-peer-tls"))
+	_, next, _ := h.peerStateRoll()
+	h.g.Expect(next).To(BeTrue(), "the operator's CA is the next one")
+	opCA := h.secret(v1alpha1.CASecretName(testName, "peer"))
+	operatorCA, err := certs.ParseKeyPair(opCA.Data["tls.crt"], opCA.Data["tls.key"])
+	h.g.Expect(err).NotTo(HaveOccurred())
+	events := strings.Join(h.drainEvents(), "\n")
+	h.g.Expect(events).To(ContainSubstring("TLSSourceSwitchStarted"))
+	ready := h.condition(v1alpha1.ReadyCondition)
+	h.g.Expect(ready.Reason).To(Equal(v1alpha1.TLSSourceSwitchingReason))
+	h.g.Expect(ready.Message).To(ContainSubstring("switching the peer certificates from Secret my-peer-tls to the operator's CA"))
+	h.g.Expect(ready.Message).To(ContainSubstring("pass 1 of 3"))
+
+	pin(names[2], true)
+	first := h.rollThrough(names, func() bool { _, _, prev := h.peerStateRoll(); return prev })
+	h.g.Expect(first).To(ConsistOf(names), "each member restarted once to trust both CAs")
+	for _, n := range names {
+		trust := h.bundle(h.member(n).Spec.TLS.Peer.TrustBundle)
+		h.g.Expect(trust).To(HaveLen(2))
+		h.g.Expect(trust.Contains(operatorCA.Cert)).To(BeTrue())
+		h.g.Expect(trust.Contains(userCA.Cert)).To(BeTrue())
+	}
+	for range 3 {
+		h.reconcile()
+	}
+	serials := map[string]bool{}
+	for _, n := range names {
+		leaf := h.leaf(n, "peer")
+		h.g.Expect(certs.IssuedBy(leaf.Cert, operatorCA.Cert)).To(BeTrue(), "%s has a certificate of the operator's CA", n)
+		serials[leaf.Cert.SerialNumber.String()] = true
+	}
+	h.g.Expect(serials).To(HaveLen(3), "one certificate per member")
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Message).To(ContainSubstring("pass 2 of 3"))
+
+	pin(names[2], false)
+	second := h.rollThrough(names, func() bool {
+		err := h.c.Get(context.Background(), clientKey(sourceStateSecretName(testName, "peer")), &corev1.Secret{})
+		return h.rotation("peer") == "" && apierrors.IsNotFound(err)
+	})
+	h.g.Expect(second).To(ConsistOf(names), "each member restarted once more, to trust the operator's CA alone")
+	for _, n := range names {
+		trust := h.bundle(h.member(n).Spec.TLS.Peer.TrustBundle)
+		h.g.Expect(trust).To(HaveLen(1))
+		h.g.Expect(trust.Contains(operatorCA.Cert)).To(BeTrue())
+	}
+	h.reconcile()
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	h.g.Expect(strings.Join(h.drainEvents(), "\n")).To(ContainSubstring("TLSSourceSwitched"))
+	for range 3 {
+		h.reconcile()
+	}
+	h.g.Expect(h.drainEvents()).NotTo(ContainElement(ContainSubstring("TLSSource")))
+	for _, n := range names {
+		h.g.Expect(h.member(n).Status.RolledAt).To(BeNil())
+		h.g.Expect(certs.IssuedBy(h.leaf(n, "peer").Cert, operatorCA.Cert)).To(BeTrue())
+	}
 }
