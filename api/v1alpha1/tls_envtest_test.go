@@ -80,8 +80,8 @@ func TestTLSCreateValidation(t *testing.T) {
 // with messages that say what is refused and why.
 func TestTLSIsFixedAtCreation(t *testing.T) {
 	const (
-		refused      = "spec.tls cannot be removed: turning TLS off is refused"
-		fixed        = "spec.tls.client.mutual and spec.tls.operatorManaged cannot be changed"
+		refused = "spec.tls cannot be removed: turning TLS off is refused"
+		fixed   = "spec.tls.client.mutual and spec.tls.operatorManaged cannot be changed"
 	)
 	ctx := context.Background()
 	issuer := &v1alpha1.IssuerReference{Name: "ca"}
