@@ -84,7 +84,9 @@ func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section, sourceI
 	if err != nil {
 		return nil, err
 	}
-	if secret == nil {
+	if secret == nil || len(secret.Data) == 0 {
+		// None yet, or emptied by the end of a switch back to the
+		// operator's CA (tls_sourceswitch.go): made afresh.
 		onOperator, err := r.membersIssuedBy(ctx, s, section, operator)
 		if err != nil {
 			return nil, err
@@ -99,10 +101,18 @@ func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section, sourceI
 			data = map[string][]byte{sourceCAKey: certs.NewBundle(fromOperator.trusted()).PEM()}
 			from = tlssource.ID(v1alpha1.CertificateSourceOperatorManaged, v1alpha1.CertificateSourceSpec{})
 		}
-		secret = r.ownedSecret(s, name, corev1.SecretTypeOpaque, data)
-		secret.Annotations = map[string]string{adoptedSourceNote: from}
-		if err := r.Create(ctx, secret); err != nil {
-			return nil, fmt.Errorf("failed to create Secret %s: %w", name, err)
+		if secret == nil {
+			secret = r.ownedSecret(s, name, corev1.SecretTypeOpaque, data)
+			secret.Annotations = map[string]string{adoptedSourceNote: from}
+			if err := r.Create(ctx, secret); err != nil {
+				return nil, fmt.Errorf("failed to create Secret %s: %w", name, err)
+			}
+		} else {
+			secret = secret.DeepCopy()
+			secret.Data, secret.Annotations = data, map[string]string{adoptedSourceNote: from}
+			if err := r.Update(ctx, secret); err != nil {
+				return nil, fmt.Errorf("failed to update Secret %s: %w", name, err)
+			}
 		}
 	}
 	st, err := readSourceState(secret)

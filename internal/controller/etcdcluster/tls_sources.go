@@ -119,11 +119,12 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 // source is still there is being switched back from that source. The
 // operator's CA is then offered as a source's new CA would be, with no
 // shared certificate: the three passes carry it, pass 2 giving the members
-// per-member certificates of it again, and the state Secret goes once the
-// roll has ended (recordSourceSwitch).
+// per-member certificates of it again, and the state Secret is emptied once
+// the roll has ended (recordSourceSwitch).
 func (r *Reconciler) prepareSwitchBack(ctx context.Context, s *scope, sec *tlsSection) (*tlsSection, error) {
 	state, err := r.getSecret(ctx, s, sourceStateSecretName(s.cluster.Name, sec.name))
-	if err != nil || state == nil {
+	if err != nil || state == nil || len(state.Data) == 0 {
+		// None, or emptied when a switch back ended.
 		return sec, err
 	}
 	adopted, err := r.adoptSource(ctx, s, sec.name, sec.sourceID, nil, []*x509.Certificate{sec.ca.Cert}, nil)

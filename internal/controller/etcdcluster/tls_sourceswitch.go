@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/tlssource"
@@ -56,12 +55,12 @@ func (r *Reconciler) recordSourceSwitch(ctx context.Context, s *scope, sec *tlsS
 	}
 	if d.Step == tlssource.Complete && sec.source == v1alpha1.CertificateSourceOperatorManaged {
 		// Back to the operator's CA, which needs no state of a source:
-		// without it the section is OperatorManaged as at creation. A
-		// Delete conditioned on the version read, as the Update would be.
-		if err := r.Delete(ctx, secret, client.Preconditions{ResourceVersion: &secret.ResourceVersion}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("failed to delete Secret %s after the %s source switch: %w", secret.Name, sec.name, err)
-		}
-	} else if err := r.Update(ctx, secret); err != nil {
+		// emptied, the section is OperatorManaged as at creation
+		// (prepareSwitchBack). Emptied rather than deleted: the operator
+		// may not delete Secrets, and need not for this.
+		secret.Data = nil
+	}
+	if err := r.Update(ctx, secret); err != nil {
 		return fmt.Errorf("failed to record step %s of the %s source switch in Secret %s: %w", d.Step, sec.name, secret.Name, err)
 	}
 	st.secret = secret

@@ -1,13 +1,10 @@
 package etcdcluster
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -175,8 +172,7 @@ func TestSourceSwitch_BackToTheOperatorsCA(t *testing.T) {
 
 	pin(names[2], false)
 	second := h.rollThrough(names, func() bool {
-		err := h.c.Get(context.Background(), clientKey(sourceStateSecretName(testName, "peer")), &corev1.Secret{})
-		return h.rotation("peer") == "" && apierrors.IsNotFound(err)
+		return h.rotation("peer") == "" && len(h.secret(sourceStateSecretName(testName, "peer")).Data) == 0
 	})
 	h.g.Expect(second).To(ConsistOf(names), "each member restarted once more, to trust the operator's CA alone")
 	for _, n := range names {
@@ -195,4 +191,11 @@ func TestSourceSwitch_BackToTheOperatorsCA(t *testing.T) {
 		h.g.Expect(h.member(n).Status.RolledAt).To(BeNil())
 		h.g.Expect(certs.IssuedBy(h.leaf(n, "peer").Cert, operatorCA.Cert)).To(BeTrue())
 	}
+
+	// The emptied state is made afresh by a later switch away.
+	h.switchPeerSource(peerSecretSource.Peer.CertificateSourceSpec)
+	h.reconcile()
+	h.g.Expect(h.peerStateNotes()).To(HaveKeyWithValue(switchFromNote, "OperatorManaged"))
+	_, next, _ = h.peerStateRoll()
+	h.g.Expect(next).To(BeTrue(), "the source's CA is the next one again")
 }
