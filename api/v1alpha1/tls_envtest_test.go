@@ -76,12 +76,12 @@ func TestTLSCreateValidation(t *testing.T) {
 
 // TestTLSIsFixedAtCreation: spec.tls can be set when a cluster is created
 // or turned on later, never turned off; afterwards only a section's source
-// may change, between a Secret and cert-manager, with messages that say
-// what is refused and why.
+// may change, between a Secret and cert-manager and from OperatorManaged
+// to either, with messages that say what is refused and why.
 func TestTLSIsFixedAtCreation(t *testing.T) {
 	const (
 		refused      = "spec.tls cannot be removed: turning TLS off is refused"
-		notSupported = "a change to or from OperatorManaged is not supported yet"
+		notSupported = "a change back to OperatorManaged is not supported yet"
 		fixed        = "spec.tls.client.mutual and spec.tls.operatorManaged cannot be changed"
 	)
 	ctx := context.Background()
@@ -109,18 +109,35 @@ func TestTLSIsFixedAtCreation(t *testing.T) {
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(err.Error()).To(ContainSubstring(refused))
 	})
-	t.Run("from operator-managed to another source", func(t *testing.T) {
+	t.Run("from operator-managed to cert-manager", func(t *testing.T) {
 		g := NewWithT(t)
 		c := newCluster("tls-source", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
 		g.Expect(k8s.Create(ctx, c)).To(Succeed())
 		c.Spec.TLS.Peer = v1alpha1.PeerTLS{CertificateSourceSpec: certManager}
+		c.Spec.TLS.Client.CertificateSourceSpec = certManager
+		g.Expect(k8s.Update(ctx, c)).To(Succeed(), "an operator-managed side may switch to cert-manager")
+		c.Spec.TLS.Client.CertificateSourceSpec = v1alpha1.CertificateSourceSpec{}
 		err := k8s.Update(ctx, c)
-		g.Expect(err).To(HaveOccurred())
+		g.Expect(err).To(HaveOccurred(), "but not back, until its e2e has passed")
 		g.Expect(err.Error()).To(ContainSubstring(notSupported))
+	})
+	t.Run("from operator-managed to a Secret, one side", func(t *testing.T) {
+		g := NewWithT(t)
+		c := newCluster("tls-source-secret", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
+		g.Expect(k8s.Create(ctx, c)).To(Succeed())
+		c.Spec.TLS.Client.CertificateSourceSpec = secretSource("c")
+		g.Expect(k8s.Update(ctx, c)).To(Succeed(), "one operator-managed side may switch to a Secret")
+	})
+	t.Run("explicitly operator-managed to operator-managed", func(t *testing.T) {
+		g := NewWithT(t)
+		c := newCluster("tls-source-om", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{} })
+		g.Expect(k8s.Create(ctx, c)).To(Succeed())
+		c.Spec.TLS.Peer.Source = v1alpha1.CertificateSourceOperatorManaged
+		g.Expect(k8s.Update(ctx, c)).To(Succeed(), "spelling out the default is no change")
 	})
 	t.Run("from a Secret to operator-managed", func(t *testing.T) {
 		g := NewWithT(t)
-		c := newCluster("tls-source-om", withSecrets)
+		c := newCluster("tls-source-back", withSecrets)
 		g.Expect(k8s.Create(ctx, c)).To(Succeed())
 		c.Spec.TLS.Client = v1alpha1.ClientTLS{Mutual: c.Spec.TLS.Client.Mutual}
 		err := k8s.Update(ctx, c)

@@ -31,10 +31,12 @@ func ID(source v1alpha1.CertificateSource, spec v1alpha1.CertificateSourceSpec) 
 }
 
 // Describe is an ID as people read it: "Secret my-tls", "cert-manager
-// Issuer etcd-ca".
+// Issuer etcd-ca", "the operator's CA".
 func Describe(id string) string {
 	parts := strings.Split(id, "/")
 	switch {
+	case id == string(v1alpha1.CertificateSourceOperatorManaged):
+		return "the operator's CA"
 	case parts[0] == string(v1alpha1.CertificateSourceSecret) && len(parts) == 2:
 		return "Secret " + parts[1]
 	case parts[0] == string(v1alpha1.CertificateSourceCertManager) && len(parts) == 4:

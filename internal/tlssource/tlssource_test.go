@@ -9,6 +9,9 @@ import (
 const (
 	secretA = "Secret/a"
 	issuerB = "CertManager/cert-manager.io/Issuer/b"
+	// operator is the ID a state taken over from the operator's own CA
+	// records (a switch from OperatorManaged).
+	operator = "OperatorManaged"
 )
 
 func TestDecide(t *testing.T) {
@@ -37,6 +40,14 @@ func TestDecide(t *testing.T) {
 			Decision{Step: Complete, From: secretA, To: issuerB}},
 		{"switched back during pass 1: ends with the roll that takes the next CA away", Input{Adopted: secretA, Wanted: secretA, From: secretA, Rolling: true},
 			Decision{Switching: true, From: secretA, To: secretA}},
+		{"from the operator's CA: its per-member certificates are the adopted ones, so the switch begins", Input{Adopted: operator, Wanted: issuerB, CAChanged: true},
+			Decision{Step: Begin, Switching: true, From: operator, To: issuerB}},
+		{"from the operator's CA, pass 2: the source's certificate replaces the per-member ones", Input{Adopted: operator, Wanted: issuerB, From: operator, Rolling: true},
+			Decision{Step: Record, Switching: true, From: operator, To: issuerB}},
+		{"from the operator's CA, ended", Input{Adopted: issuerB, Wanted: issuerB, From: operator},
+			Decision{Step: Complete, From: operator, To: issuerB}},
+		{"from the operator's CA to a source holding that CA: in place", Input{Adopted: operator, Wanted: secretA},
+			Decision{Step: Record, InPlace: true, From: operator, To: secretA}},
 		{"retargeted during pass 1 to a third source", Input{Adopted: secretA, Wanted: "Secret/c", From: secretA, CAChanged: true, Rolling: true},
 			Decision{Switching: true, From: secretA, To: "Secret/c"}},
 	}
@@ -52,7 +63,13 @@ func TestDecide(t *testing.T) {
 // A switch is idempotent: a pass that re-reads what the last one recorded
 // takes no step again, and the steps of a whole switch come in order.
 func TestDecideWholeSwitch(t *testing.T) {
-	st := Input{Adopted: secretA, Wanted: issuerB, CAChanged: true}
+	for _, from := range []string{secretA, operator} {
+		t.Run(from, func(t *testing.T) { wholeSwitch(t, from) })
+	}
+}
+
+func wholeSwitch(t *testing.T, from string) {
+	st := Input{Adopted: from, Wanted: issuerB, CAChanged: true}
 	apply := func(d Decision) {
 		switch d.Step {
 		case Record:
@@ -101,6 +118,7 @@ func TestIDAndDescribe(t *testing.T) {
 	}
 	for id, want := range map[string]string{
 		secretA:                           "Secret a",
+		operator:                          "the operator's CA",
 		issuerB:                           "cert-manager Issuer b",
 		"CertManager/example.com/Vault/v": "issuer example.com/Vault v",
 	} {

@@ -52,6 +52,10 @@ type tlsSection struct {
 	// shared is the certificate every member serves with a Secret or a
 	// cert-manager source.
 	shared *certs.KeyPair
+	// leafCA signs the members' own certificates when there is no shared
+	// one: the operator's CA with OperatorManaged, and still with a
+	// source switched from it until the switch's pass 2.
+	leafCA *certs.KeyPair
 	// adopted is what a Secret or cert-manager source's members are
 	// given, and its CA's rotation (tls_sourceca.go); nil for the
 	// operator-managed source.

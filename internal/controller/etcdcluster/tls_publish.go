@@ -181,11 +181,12 @@ func (r *Reconciler) publishMember(ctx context.Context, s *scope, m *v1alpha1.Et
 // memberLeaf is the certificate the member's Secret must hold for the
 // section, or nil to leave it as it is; renew asks for a new one.
 func (r *Reconciler) memberLeaf(s *scope, sec *tlsSection, m *v1alpha1.EtcdMember, have *certs.KeyPair, renew bool) (*certs.KeyPair, error) {
-	if sec.source != v1alpha1.CertificateSourceOperatorManaged {
+	if sec.shared != nil {
 		// The source renews it; the member's Secret follows in place.
 		return sec.shared, nil
 	}
-	signer := sec.ca
+	// OperatorManaged, or a switch from it before its pass 2.
+	signer := sec.leafCA
 	host := hostOf(r.peerURL(m))
 	if have != nil && !renew && !certs.RenewalDue(have.Cert, s.now) && have.Cert.VerifyHostname(host) == nil && certs.IssuedBy(have.Cert, signer.Cert) {
 		sec.noteRenewal(certs.RenewalTime(have.Cert))

@@ -14,6 +14,7 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/carotation"
 	"github.com/quorumctl/etcd-operator/internal/certs"
 	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
+	"github.com/quorumctl/etcd-operator/internal/tlssource"
 )
 
 // A Secret or cert-manager source brings its own CA, and a new one arrives
@@ -39,7 +40,9 @@ func sourceStateSecretName(cluster, section string) string {
 type sourceState struct {
 	secret *corev1.Secret
 	// leaf and cas are what the members are given: the source's
-	// certificate and the ca.crt it came with.
+	// certificate and the ca.crt it came with. leaf is nil while the
+	// members keep per-member certificates of the operator's CA (cas),
+	// before pass 2 of a switch from OperatorManaged.
 	leaf *certs.KeyPair
 	cas  certs.Bundle
 	// next is the source's new ca.crt while members roll onto trusting it
@@ -69,19 +72,47 @@ func (st *sourceState) rotating() bool { return len(st.next) > 0 || len(st.previ
 //
 // sourceID names the source offered; a state created from it records it
 // (tls_sourceswitch.go keeps it afterwards).
-func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section, sourceID string, offered *certs.KeyPair, offeredCAs []*x509.Certificate) (*sourceState, error) {
+//
+// operator is the operator's own CA of the section, nil for none. When the
+// members still hold per-member certificates it issued (a switch from
+// OperatorManaged), the state is created with that CA as the adopted
+// one and no shared certificate, so that the members keep their own
+// certificates, still issued by it, until pass 2 gives them the source's.
+func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section, sourceID string, offered *certs.KeyPair, offeredCAs []*x509.Certificate, operator *caState) (*sourceState, error) {
 	name := sourceStateSecretName(s.cluster.Name, section)
 	secret, err := r.getSecret(ctx, s, name)
 	if err != nil {
 		return nil, err
 	}
-	if secret == nil {
-		secret = r.ownedSecret(s, name, corev1.SecretTypeOpaque, map[string][]byte{
-			corev1.TLSCertKey: offered.CertPEM, corev1.TLSPrivateKeyKey: offered.KeyPEM, sourceCAKey: certs.NewBundle(offeredCAs).PEM(),
-		})
-		secret.Annotations = map[string]string{adoptedSourceNote: sourceID}
-		if err := r.Create(ctx, secret); err != nil {
-			return nil, fmt.Errorf("failed to create Secret %s: %w", name, err)
+	if secret == nil || len(secret.Data) == 0 {
+		// None yet, or emptied by the end of a switch back to the
+		// operator's CA (tls_sourceswitch.go): made afresh.
+		onOperator, err := r.membersIssuedBy(ctx, s, section, operator)
+		if err != nil {
+			return nil, err
+		}
+		var fromOperator *caState
+		if onOperator {
+			fromOperator = operator
+		}
+		data := map[string][]byte{corev1.TLSCertKey: offered.CertPEM, corev1.TLSPrivateKeyKey: offered.KeyPEM, sourceCAKey: certs.NewBundle(offeredCAs).PEM()}
+		from := sourceID
+		if fromOperator != nil {
+			data = map[string][]byte{sourceCAKey: certs.NewBundle(fromOperator.trusted()).PEM()}
+			from = tlssource.ID(v1alpha1.CertificateSourceOperatorManaged, v1alpha1.CertificateSourceSpec{})
+		}
+		if secret == nil {
+			secret = r.ownedSecret(s, name, corev1.SecretTypeOpaque, data)
+			secret.Annotations = map[string]string{adoptedSourceNote: from}
+			if err := r.Create(ctx, secret); err != nil {
+				return nil, fmt.Errorf("failed to create Secret %s: %w", name, err)
+			}
+		} else {
+			secret = secret.DeepCopy()
+			secret.Data, secret.Annotations = data, map[string]string{adoptedSourceNote: from}
+			if err := r.Update(ctx, secret); err != nil {
+				return nil, fmt.Errorf("failed to update Secret %s: %w", name, err)
+			}
 		}
 	}
 	st, err := readSourceState(secret)
@@ -95,10 +126,17 @@ func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section, sourceI
 		data[k] = v
 	}
 	switch {
+	case !st.changed() && offered == nil:
+		// Back to the operator's CA, which the members' certificates
+		// come from now: no shared one.
+		delete(data, corev1.TLSCertKey)
+		delete(data, corev1.TLSPrivateKeyKey)
+		delete(data, nextCertKey)
 	case !st.changed():
-		if !st.leaf.Cert.Equal(offered.Cert) {
+		if st.leaf == nil || !st.leaf.Cert.Equal(offered.Cert) {
 			// A renewal under the same CA, or a switch to a source of
-			// the same CA (tls_sourceswitch.go).
+			// the same CA (tls_sourceswitch.go), the operator's own
+			// included.
 			data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = offered.CertPEM, offered.KeyPEM
 		}
 		// Back to the adopted CA during pass 1 (with a new certificate
@@ -123,12 +161,42 @@ func (r *Reconciler) adoptSource(ctx context.Context, s *scope, section, sourceI
 	return st, nil
 }
 
-func readSourceState(secret *corev1.Secret) (*sourceState, error) {
-	leaf, err := certs.ParseKeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
-	if err != nil {
-		return nil, err
+// membersIssuedBy: some member's Secret holds a certificate of the section
+// issued by the operator's CA (any CA it trusts), which is how a section
+// that was OperatorManaged is told apart from one created with its source.
+func (r *Reconciler) membersIssuedBy(ctx context.Context, s *scope, section string, operator *caState) (bool, error) {
+	if operator == nil {
+		return false, nil
 	}
-	st := &sourceState{secret: secret, leaf: leaf}
+	published, err := r.publishedCertificates(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	for _, mc := range published {
+		leaf := mc.of(section)
+		if leaf == nil {
+			continue
+		}
+		for _, ca := range operator.trusted() {
+			if certs.IssuedBy(leaf.Cert, ca) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+func readSourceState(secret *corev1.Secret) (*sourceState, error) {
+	st := &sourceState{secret: secret}
+	if len(secret.Data[corev1.TLSCertKey]) > 0 || len(secret.Data[corev1.TLSPrivateKeyKey]) > 0 {
+		// None until pass 2 of a switch from the operator's own CA: the
+		// members keep their per-member certificates meanwhile.
+		leaf, err := certs.ParseKeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
+		if err != nil {
+			return nil, err
+		}
+		st.leaf = leaf
+	}
 	for key, into := range map[string]*certs.Bundle{sourceCAKey: &st.cas, nextCertKey: &st.next, previousCertKey: &st.previous} {
 		if len(secret.Data[key]) == 0 {
 			continue
@@ -185,9 +253,17 @@ func (r *Reconciler) stepSourceRotation(ctx context.Context, s *scope, sec *tlsS
 		}
 		secret.Data[previousCertKey] = secret.Data[sourceCAKey]
 		secret.Data[sourceCAKey] = st.next.PEM()
-		secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = st.offered.CertPEM, st.offered.KeyPEM
 		delete(secret.Data, nextCertKey)
 		reason, note = "CARotationSwitching", fmt.Sprintf("Every member trusts the old and the new %s CA: pass 2 of 3, the source's new certificate is copied into the members' Secrets, without restarts", sec.name)
+		if st.offered == nil {
+			// Back to the operator's CA: the members get certificates
+			// of their own from it (memberLeaf).
+			delete(secret.Data, corev1.TLSCertKey)
+			delete(secret.Data, corev1.TLSPrivateKeyKey)
+			note = fmt.Sprintf("Every member trusts the old and the new %s CA: pass 2 of 3, the operator issues each member a certificate of its CA, without restarts", sec.name)
+		} else {
+			secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = st.offered.CertPEM, st.offered.KeyPEM
+		}
 	case carotation.Drop:
 		delete(secret.Data, previousCertKey)
 		reason, note = "CARotationDroppingOldCA", fmt.Sprintf("Every member serves the certificate of the new %s CA: pass 3 of 3, members restart one at a time to trust it alone", sec.name)
@@ -204,6 +280,10 @@ func (r *Reconciler) stepSourceRotation(ctx context.Context, s *scope, sec *tlsS
 // switchedSource: every member's Secret holds the adopted certificate and
 // the member is seen serving it on the section's port.
 func (r *Reconciler) switchedSource(ctx context.Context, s *scope, sec *tlsSection, published map[string]memberCerts) bool {
+	if sec.shared == nil {
+		// Back to the operator's CA: per-member certificates of it.
+		return r.switched(ctx, s, sec, published)
+	}
 	for _, m := range append(append([]*v1alpha1.EtcdMember{}, s.members...), s.deleting...) {
 		if m.Spec.TLS == nil || m.Pending() || m.Spec.Dormant {
 			continue

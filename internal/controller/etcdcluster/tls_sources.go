@@ -55,7 +55,9 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 		sec.caNotAfter = sec.ca.Cert.NotAfter
 	}
 	if sec.source == v1alpha1.CertificateSourceOperatorManaged {
-		return sec, nil
+		sec.leafCA = sec.ca
+		sec.sourceID = tlssource.ID(sec.source, src)
+		return r.prepareSwitchBack(ctx, s, sec)
 	}
 	sec.sourceID = tlssource.ID(sec.source, src)
 	secretName := src.SecretName
@@ -77,11 +79,31 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 	// The members are given what the operator adopted from the source,
 	// which is what the source holds unless its CA changed: then the old
 	// certificate stays until every member trusts the new CA.
-	adopted, err := r.adoptSource(ctx, s, name, sec.sourceID, shared, cas)
+	operator, err := r.operatorCA(ctx, s, sec, name)
+	if err != nil {
+		return nil, err
+	}
+	adopted, err := r.adoptSource(ctx, s, name, sec.sourceID, shared, cas, operator)
 	if err != nil {
 		return nil, err
 	}
 	sec.adopted, sec.shared = adopted, adopted.leaf
+	if sec.shared == nil {
+		// A switch from OperatorManaged before its pass 2: the members
+		// keep per-member certificates of the operator's CA, renewed
+		// from it as before (memberLeaf).
+		if operator == nil {
+			return nil, &sourceInvalidError{message: fmt.Sprintf(
+				"the operator's CA Secret %s/%s is missing: the %s members hold certificates of it until the switch to %s reaches its pass 2; restore it from a backup",
+				s.cluster.Namespace, v1alpha1.CASecretName(s.cluster.Name, name), name, tlssource.Describe(sec.sourceID))}
+		}
+		sec.leafCA = operator.signing
+		sec.wanted = certs.NewBundle(sec.wanted, adopted.trusted())
+		if sec.caNotAfter.IsZero() || operator.signing.Cert.NotAfter.Before(sec.caNotAfter) {
+			sec.caNotAfter = operator.signing.Cert.NotAfter
+		}
+		return sec, nil
+	}
 	// The source renews it (the user or cert-manager); a watch on its
 	// Secret brings the change in, and the pass comes back anyway when two
 	// thirds of the certificate's life have passed.
@@ -91,6 +113,56 @@ func (r *Reconciler) prepareSection(ctx context.Context, s *scope, name string) 
 		sec.caNotAfter = sec.shared.Cert.NotAfter
 	}
 	return sec, nil
+}
+
+// prepareSwitchBack: an OperatorManaged section whose state Secret of a
+// source is still there is being switched back from that source. The
+// operator's CA is then offered as a source's new CA would be, with no
+// shared certificate: the three passes carry it, pass 2 giving the members
+// per-member certificates of it again, and the state Secret is emptied once
+// the roll has ended (recordSourceSwitch).
+func (r *Reconciler) prepareSwitchBack(ctx context.Context, s *scope, sec *tlsSection) (*tlsSection, error) {
+	state, err := r.getSecret(ctx, s, sourceStateSecretName(s.cluster.Name, sec.name))
+	if err != nil || state == nil || len(state.Data) == 0 {
+		// None, or emptied when a switch back ended.
+		return sec, err
+	}
+	adopted, err := r.adoptSource(ctx, s, sec.name, sec.sourceID, nil, []*x509.Certificate{sec.ca.Cert}, nil)
+	if err != nil {
+		return nil, err
+	}
+	sec.adopted, sec.shared = adopted, adopted.leaf
+	if sec.name == v1alpha1.TLSSectionClient && s.cluster.Spec.TLS.Client.IsMutual() {
+		// The operator's client CA signs client certificates, the
+		// operator's own included: the members trusted it all along.
+		sec.wanted = certs.NewBundle(sec.wanted, adopted.trusted())
+		return sec, nil
+	}
+	// The members trust what the state says: the operator's CA only from
+	// the roll's pass 1 (as next), so that the passes are counted right.
+	sec.wanted = adopted.trusted()
+	return sec, nil
+}
+
+// operatorCA is the operator's own CA of a section whose source is a
+// Secret or cert-manager, if it has one: with mutual TLS on the client side
+// it is the one prepareSection keeps anyway; otherwise one left from when
+// the section was OperatorManaged, read and never created here.
+func (r *Reconciler) operatorCA(ctx context.Context, s *scope, sec *tlsSection, section string) (*caState, error) {
+	if sec.rotation != nil {
+		return sec.rotation, nil
+	}
+	name := v1alpha1.CASecretName(s.cluster.Name, section)
+	secret, err := r.getSecret(ctx, s, name)
+	if err != nil || secret == nil {
+		return nil, err
+	}
+	st, err := readCAState(secret)
+	if err != nil {
+		return nil, &sourceInvalidError{message: fmt.Sprintf(
+			"the operator's CA Secret %s/%s is damaged (%v); restore it from a backup, or delete it if no member holds certificates of it", s.cluster.Namespace, name, err)}
+	}
+	return st, nil
 }
 
 // ensureCA returns the section's operator-managed CA, creating it once,

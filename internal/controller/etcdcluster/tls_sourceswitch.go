@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/tlssource"
 )
 
@@ -51,6 +52,13 @@ func (r *Reconciler) recordSourceSwitch(ctx context.Context, s *scope, sec *tlsS
 		secret.Annotations[switchFromNote] = d.From
 	case tlssource.Complete:
 		delete(secret.Annotations, switchFromNote)
+	}
+	if d.Step == tlssource.Complete && sec.source == v1alpha1.CertificateSourceOperatorManaged {
+		// Back to the operator's CA, which needs no state of a source:
+		// emptied, the section is OperatorManaged as at creation
+		// (prepareSwitchBack). Emptied rather than deleted: the operator
+		// may not delete Secrets, and need not for this.
+		secret.Data = nil
 	}
 	if err := r.Update(ctx, secret); err != nil {
 		return fmt.Errorf("failed to record step %s of the %s source switch in Secret %s: %w", d.Step, sec.name, secret.Name, err)
