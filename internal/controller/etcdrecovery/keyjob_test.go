@@ -179,4 +179,3 @@ func TestPlan_AVerdictAfterARetryIsFinal(t *testing.T) {
 		})
 	}
 }
-
