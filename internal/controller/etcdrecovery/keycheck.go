@@ -134,7 +134,9 @@ func (r *Reconciler) warnings(ctx context.Context, job *batchv1.Job, pods []core
 			uids = append(uids, pods[i].UID)
 		}
 	}
-	if len(pods) > 0 && len(uids) == 1 || jobDone(job) {
+	// Only the API server, never the cache: the cache holds no Events, and
+	// a read through it would start watching every Event in the cluster.
+	if r.APIReader == nil || len(pods) > 0 && len(uids) == 1 || jobDone(job) {
 		return nil
 	}
 	var out []corev1.Event
@@ -143,7 +145,7 @@ func (r *Reconciler) warnings(ctx context.Context, job *batchv1.Job, pods []core
 			continue
 		}
 		var list corev1.EventList
-		if err := r.reader().List(ctx, &list, client.InNamespace(job.Namespace),
+		if err := r.APIReader.List(ctx, &list, client.InNamespace(job.Namespace),
 			client.MatchingFields{eventInvolvedUID: string(uid)}); err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("Could not read the Events of the key check", "job", job.Name, "error", err.Error())
 			return nil

@@ -33,7 +33,8 @@ func (f *fixture) keyCheckPod(recName string, status corev1.PodStatus) {
 	j := f.keyJob(recName)
 	f.g.Expect(j).NotTo(BeNil())
 	f.g.Expect(f.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: j.Name + "-p", Namespace: ns, Labels: map[string]string{batchv1.ControllerUidLabel: string(j.UID)}}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: j.Name + "-p", Namespace: ns, UID: "key-check-pod",
+		Labels: map[string]string{batchv1.ControllerUidLabel: string(j.UID)}}}
 	f.g.Expect(f.c.Create(ctx, p)).To(Succeed())
 	p.Status = status
 	f.g.Expect(f.c.Status().Update(ctx, p)).To(Succeed())
@@ -178,4 +179,30 @@ func TestPlan_AVerdictAfterARetryIsFinal(t *testing.T) {
 			f.g.Expect(f.keyJob("rec")).To(BeNil())
 		})
 	}
+}
+
+// A volume that does not mount shows only in an Event about the Pod, which
+// the API server is asked for: the recovery names it and keeps the Job.
+func TestPlan_AKeyCheckPodWhoseVolumeDoesNotMount(t *testing.T) {
+	f := newFixture(t, "demo-a", "demo-b", "demo-c")
+	f.r.APIReader = f.c
+	f.lose(map[string]string{"demo-b": "DataDirLost", "demo-c": "DataDirLost"}, map[string][2]int64{"demo-a": {40, 30}})
+	f.sealed("sealed")
+	members := f.memberNames()
+	f.create("rec", keyedSpec("sealed", "dr-key"))
+	f.reconcile("rec")
+	f.keyCheckPod("rec", pending(waiting("ContainerCreating", "")))
+	er := f.reconcile("rec")
+	f.g.Expect(planned(er).Reason).To(Equal(v1alpha1.RecoveryKeyCheckingReason), "a Pod being created is no failure")
+
+	f.g.Expect(f.c.Create(context.Background(), &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "mount", Namespace: ns}, Type: corev1.EventTypeWarning, Reason: "FailedMount",
+		Message:        `MountVolume.SetUp failed for volume "backups" : persistentvolumeclaim "backups" not found`,
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "rec-key-check-p", Namespace: ns, UID: "key-check-pod"},
+	})).To(Succeed())
+	er = f.reconcile("rec")
+	f.untouched(er, members)
+	f.g.Expect(planned(er).Reason).To(Equal(v1alpha1.RecoveryKeyCheckNotRunReason))
+	f.g.Expect(planned(er).Message).To(ContainSubstring(`its Pod rec-key-check-p has not started: FailedMount: MountVolume.SetUp failed for volume "backups" : persistentvolumeclaim "backups" not found`))
+	f.g.Expect(f.keyJob("rec")).NotTo(BeNil())
 }
