@@ -81,15 +81,15 @@ const (
 	RecoveryKeyCheckingReason = "RecoveryKeyChecking"
 	// RecoveryKeyCheckNotRunReason: the key check's agent has given no
 	// verdict because its Pod could not run: it cannot be scheduled, its
-	// image cannot be pulled, a volume does not mount, or its Job failed
-	// or reached its deadline before the agent wrote a result. That says
-	// nothing of the key or the snapshot, so it is no refusal: the
-	// recovery stays Pending, nothing is changed, and the message names
-	// the Pod's waiting reason or the Job's failure. A Job that has ended
-	// is replaced after a backoff (30 s, doubling to 10 min;
-	// status.keyCheck counts the attempts), for as long as the
-	// EtcdRecovery exists. Fix the cause, or delete the EtcdRecovery to
-	// give up.
+	// image cannot be pulled, a volume does not mount, the API server
+	// refused it (a quota), or its Job failed or reached its deadline
+	// before the agent wrote a result. That says nothing of the key or the
+	// snapshot, so it is no refusal: the recovery stays Pending, nothing is
+	// changed, and the message names the Pod's waiting reason, the Event,
+	// or the Job's failure. A Job that has ended, or whose Pod cannot start
+	// (its image), is replaced after a backoff (30 s, doubling to 10 min;
+	// status.keyCheck records the last), for as long as the EtcdRecovery
+	// exists. Fix the cause, or delete the EtcdRecovery to give up.
 	RecoveryKeyCheckNotRunReason = "RecoveryKeyCheckNotRun"
 	// RecoveryKeyMissingReason: the Secret or the key in it that
 	// source.snapshot.encryption names does not exist. Nothing was changed.
