@@ -13,8 +13,9 @@ const (
 )
 
 // Reasons of the Planned condition. Every reason but PlanRecorded,
-// Planning, SurvivorNotAnswering and RecoveryKeyChecking is a refusal (phase Refused): nothing
-// was changed, and a new EtcdRecovery must be created to try again.
+// Planning, SurvivorNotAnswering, RecoveryKeyChecking and
+// RecoveryKeyCheckNotRun is a refusal (phase Refused): nothing was
+// changed, and a new EtcdRecovery must be created to try again.
 const (
 	// PlanningReason: the operator is looking at the members; a transient
 	// failure to do so is retried.
@@ -78,6 +79,18 @@ const (
 	// changes (the operator never reads the key itself). The recovery
 	// stays Pending; the check's result plans or refuses it.
 	RecoveryKeyCheckingReason = "RecoveryKeyChecking"
+	// RecoveryKeyCheckNotRunReason: the key check's agent has given no
+	// verdict because its Pod could not run: it cannot be scheduled, its
+	// image cannot be pulled, a volume does not mount, the API server
+	// refused it (a quota), or its Job failed or reached its deadline
+	// before the agent wrote a result. That says nothing of the key or the
+	// snapshot, so it is no refusal: the recovery stays Pending, nothing is
+	// changed, and the message names the Pod's waiting reason, the Event,
+	// or the Job's failure. A Job that has ended, or whose Pod cannot start
+	// (its image), is replaced after a backoff (30 s, doubling to 10 min;
+	// status.keyCheck records the last), for as long as the EtcdRecovery
+	// exists. Fix the cause, or delete the EtcdRecovery to give up.
+	RecoveryKeyCheckNotRunReason = "RecoveryKeyCheckNotRun"
 	// RecoveryKeyMissingReason: the Secret or the key in it that
 	// source.snapshot.encryption names does not exist. Nothing was changed.
 	RecoveryKeyMissingReason = "RecoveryKeyMissing"
@@ -90,10 +103,11 @@ const (
 	// records, or the snapshot's age header does not open with it. The
 	// message gives both fingerprints, never a key. Nothing was changed.
 	RecoveryKeyWrongReason = "RecoveryKeyWrong"
-	// SnapshotUnreadableReason: the key check could not read the snapshot
-	// or its metadata (the object, the bucket or the credentials, a
-	// metadata this release does not know); the message carries the
-	// check's code. Nothing was changed.
+	// SnapshotUnreadableReason: the key check's agent ran and could not
+	// read the snapshot or its metadata (the object, the bucket or the
+	// credentials, a metadata this release does not know); the message
+	// carries the agent's code. Nothing was changed. A check whose agent
+	// never reported is RecoveryKeyCheckNotRun, not this.
 	SnapshotUnreadableReason = "SnapshotUnreadable"
 	// SnapshotRecoveryUnavailableReason: this operator cannot restore
 	// snapshots yet; recover from a survivor.

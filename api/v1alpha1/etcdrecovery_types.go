@@ -220,6 +220,28 @@ type RecoveryPlan struct {
 	Forced []string `json:"forced,omitempty"`
 }
 
+// RecoveryKeyCheckStatus is the last key check Job that could not give a
+// verdict. It is kept in the status, not on the Job, because the Job is
+// deleted to be replaced and the backoff must outlive it.
+type RecoveryKeyCheckStatus struct {
+	// Snapshot is the EtcdSnapshot whose key was being checked; a check of
+	// another snapshot starts counting again.
+	Snapshot string `json:"snapshot"`
+
+	// Attempt is the number of that Job: the checks of Snapshot started so
+	// far, each of which ended without a verdict.
+	// +kubebuilder:validation:Minimum=1
+	Attempt int32 `json:"attempt"`
+
+	// NotRun is why that Job gave no verdict: the Pod's waiting reason, or
+	// the Job's failure.
+	// +optional
+	NotRun string `json:"notRun,omitempty"`
+
+	// RetryAt is when the next check Job is created.
+	RetryAt metav1.Time `json:"retryAt"`
+}
+
 // EtcdRecoveryStatus is what the operator decided and did.
 type EtcdRecoveryStatus struct {
 	// +optional
@@ -240,6 +262,13 @@ type EtcdRecoveryStatus struct {
 	// CompletedAt is when the recovery succeeded or failed.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// KeyCheck records the last key check Job of an encrypted snapshot
+	// that ended without its agent's verdict (Planned reason
+	// RecoveryKeyCheckNotRun), and when the next one starts. Absent while
+	// no check has failed so.
+	// +optional
+	KeyCheck *RecoveryKeyCheckStatus `json:"keyCheck,omitempty"`
 
 	// Conditions: Planned and Recovered, whose reasons are listed in
 	// api/v1alpha1/etcdrecovery_conditions.go.

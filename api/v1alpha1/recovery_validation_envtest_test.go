@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 )
@@ -145,4 +146,31 @@ func TestDisasterRecoveryPolicy(t *testing.T) {
 		c.Spec.DisasterRecovery.Automatic = v1alpha1.AutomaticFromSnapshot
 	})
 	g.Expect(k8s.Create(ctx, mem)).To(Succeed(), "a Memory cluster can recover from a snapshot")
+}
+
+// status.keyCheck, the record of a key check that gave no verdict, round
+// trips through the CRD's schema, as the controller's merge patch of only
+// its retryAt must.
+func TestRecoveryKeyCheckStatus(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	r := newRecovery("rec-keycheck", nil)
+	g.Expect(k8s.Create(ctx, r)).To(Succeed())
+	at := metav1.NewTime(time.Unix(1_700_000_000, 0))
+	r.Status.Phase = v1alpha1.RecoveryPending
+	r.Status.KeyCheck = &v1alpha1.RecoveryKeyCheckStatus{Snapshot: "sealed", Attempt: 2,
+		NotRun: "its Pod cannot start: ImagePullBackOff: x", RetryAt: at}
+	g.Expect(k8s.Status().Update(ctx, r)).To(Succeed())
+	got := &v1alpha1.EtcdRecovery{}
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(r), got)).To(Succeed())
+	g.Expect(got.Status.KeyCheck).To(Equal(r.Status.KeyCheck))
+
+	before := got.DeepCopy()
+	got.Status.KeyCheck.RetryAt = metav1.NewTime(at.Add(time.Minute))
+	g.Expect(k8s.Status().Patch(ctx, got, client.MergeFrom(before))).To(Succeed())
+
+	got.Status.KeyCheck.Attempt = 0
+	err := k8s.Status().Update(ctx, got)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("status.keyCheck.attempt"))
 }

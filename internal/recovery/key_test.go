@@ -74,3 +74,29 @@ func TestDecide_AnEncryptedSnapshotWithItsKey(t *testing.T) {
 	g.Expect(plan.Revision).To(Equal(int64(25)))
 	g.Expect(plan.Removed).To(Equal([]string{"a", "b", "c"}))
 }
+
+// A check whose agent never ran is no verdict: the recovery waits for the
+// next check, however forced, and names why this one did not run.
+func TestDecide_AKeyCheckThatDidNotRun(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Unix(1_700_000_000, 0)
+	snaps := []Snapshot{{Name: "sealed", ClusterName: "demo", Succeeded: true, CompletedAt: now.Add(-time.Hour), Revision: 25, Encrypted: true}}
+	for _, check := range []*KeyCheck{
+		{Snapshot: "sealed", NotRun: "Unschedulable: 0/3 nodes are available"},
+		{Snapshot: "sealed", NotRun: "DeadlineExceeded: Job was active longer than specified deadline", RetryAt: now.Add(time.Minute)},
+	} {
+		plan, refused := Decide(lostTwo(), withKey(fromSnapshot("sealed", 0, true), check), snaps, now)
+		g.Expect(plan).To(BeNil(), "nothing is planned before the key is known good")
+		g.Expect(refused.Reason).To(Equal(v1alpha1.RecoveryKeyCheckNotRunReason))
+		g.Expect(refused.Waiting).To(BeTrue(), "an infrastructure failure passes; the recovery is not refused")
+		g.Expect(refused.CheckKeyOf).To(Equal("sealed"))
+		g.Expect(refused.Message).To(ContainSubstring("gave no verdict, which says nothing of the key or the snapshot: " + check.NotRun + ". Nothing was changed"))
+	}
+	_, refused := Decide(lostTwo(), withKey(fromSnapshot("sealed", 0, false),
+		&KeyCheck{Snapshot: "sealed", NotRun: "x", RetryAt: now.Add(time.Minute)}), snaps, now)
+	g.Expect(refused.Message).To(HaveSuffix("the check is started again at 2023-11-14T22:14:20Z"))
+
+	// A result for another snapshot is none for this one, failed or not.
+	_, refused = Decide(lostTwo(), withKey(fromSnapshot("sealed", 0, false), &KeyCheck{Snapshot: "other", NotRun: "x"}), snaps, now)
+	g.Expect(refused.Reason).To(Equal(v1alpha1.RecoveryKeyCheckingReason))
+}

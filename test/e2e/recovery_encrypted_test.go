@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,8 +25,10 @@ import (
 // lose their data with the operator stopped, so the quorum is lost for
 // good; an EtcdRecovery without a key is refused with SnapshotEncrypted,
 // one with another key is refused with RecoveryKeyWrong after its check Job
-// ran, and neither deletes a member; the one with the snapshot's identity
-// rebuilds the cluster under a new cluster ID with exactly the keys of the
+// ran, and neither deletes a member; the one with the snapshot's identity,
+// created while a ResourceQuota leaves no room for its check's Pod, waits
+// as RecoveryKeyCheckNotRun with nothing changed, and once the quota is
+// lifted rebuilds the cluster under a new cluster ID with exactly the keys of the
 // snapshot.
 //
 // It stops the operator (loseDataDirs, as TestRecoverFromASnapshot does):
@@ -102,9 +105,35 @@ func TestRecoverFromAnEncryptedSnapshot(t *testing.T) {
 	h.g.Expect(cl.Status.ClusterID).To(Equal(old.Status.ClusterID), "the cluster is not reset")
 	h.g.Expect(cl.Status.Recovery).To(BeNil(), "the cluster controller never took it up")
 
-	t.Log("with the snapshot's identity: recovered")
-	er = h.awaitRecovery(ctx, "right-key", v1alpha1.EtcdRecoverySpec{
-		Source: v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{SnapshotName: "sealed", Encryption: ref("snapshot-key", "age.key")}}})
+	t.Log("with the snapshot's identity while a quota leaves no room for the check's Pod: pending, nothing changed")
+	h.fillPodQuota(ctx, "no-room")
+	er = &v1alpha1.EtcdRecovery{ObjectMeta: metav1.ObjectMeta{Name: "right-key", Namespace: h.ns}, Spec: v1alpha1.EtcdRecoverySpec{
+		ClusterName: h.name,
+		Source:      v1alpha1.RecoverySource{Snapshot: &v1alpha1.SnapshotSource{SnapshotName: "sealed", Encryption: ref("snapshot-key", "age.key")}}}}
+	h.g.Expect(h.c.Create(ctx, er)).To(Succeed())
+	h.g.Expect(framework.WaitFor(ctx, 3*time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if err := h.c.Get(ctx, client.ObjectKeyFromObject(er), er); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(er.Status.Conditions, v1alpha1.RecoveryPlannedCondition)
+		return c != nil && c.Reason == v1alpha1.RecoveryKeyCheckNotRunReason, nil
+	})).To(Succeed(), "the check that cannot run is reported as such, not as a verdict")
+	h.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryPending))
+	h.g.Expect(meta.FindStatusCondition(er.Status.Conditions, v1alpha1.RecoveryPlannedCondition).Message).To(ContainSubstring("exceeded quota"))
+	h.expectUnchanged(ctx, before)
+	h.g.Expect(h.c.Get(ctx, client.ObjectKeyFromObject(er), er)).To(Succeed())
+	h.g.Expect(er.Status.Phase).To(Equal(v1alpha1.RecoveryPending), "still pending, not refused")
+	h.g.Expect(er.Status.Plan).To(BeNil())
+	h.g.Expect(h.cluster(ctx).Status.Recovery).To(BeNil())
+
+	t.Log("the quota lifted: the check runs and the snapshot's identity recovers the cluster")
+	h.g.Expect(env.Clientset.CoreV1().ResourceQuotas(h.ns).Delete(ctx, "no-room", metav1.DeleteOptions{})).To(Succeed())
+	h.g.Expect(framework.WaitFor(ctx, 5*time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if err := h.c.Get(ctx, client.ObjectKeyFromObject(er), er); err != nil {
+			return false, err
+		}
+		return er.Status.Phase != v1alpha1.RecoveryPending, nil
+	})).To(Succeed(), "the operator plans EtcdRecovery right-key once its check can run")
 	h.g.Expect(er.Status.Phase).To(BeElementOf(v1alpha1.RecoveryRunning, v1alpha1.RecoverySucceeded))
 	h.g.Expect(er.Status.Plan.Snapshot).To(Equal("sealed"))
 
@@ -140,6 +169,27 @@ func TestRecoverFromAnEncryptedSnapshot(t *testing.T) {
 		}
 	}
 	h.putKeys(ctx, "after", 10)
+}
+
+// fillPodQuota creates a ResourceQuota that leaves no room for another Pod
+// in the namespace, as a namespace whose quota is used up does, and waits
+// for the quota controller to count the Pods there, which admission goes by.
+// The Pods there keep running.
+func (h *healHarness) fillPodQuota(ctx context.Context, name string) {
+	h.t.Helper()
+	_, err := env.Clientset.CoreV1().ResourceQuotas(h.ns).Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
+	}, metav1.CreateOptions{})
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.g.Expect(framework.WaitFor(ctx, time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		q, err := env.Clientset.CoreV1().ResourceQuotas(h.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, ok := q.Status.Used[corev1.ResourcePods]
+		return ok, nil
+	})).To(Succeed(), "the quota controller counts the namespace's Pods")
 }
 
 // awaitRecovery is askRecovery with room for the key check Job, which

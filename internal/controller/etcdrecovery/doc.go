@@ -13,4 +13,6 @@
 //   - snapshots.go: the EtcdSnapshots a recovery from a snapshot may use.
 //   - keycheck.go: the Job that checks an encrypted snapshot's key against
 //     the snapshot the plan chose, before the plan is recorded.
+//   - keyretry.go: the pure decisions of that check: the agent's verdict
+//     told from a Job that did not run it, and the backoff of the next.
 package etcdrecovery

@@ -64,7 +64,10 @@ func newFixture(t *testing.T, members ...string) *fixture {
 		})
 	}
 	f.c = fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
-		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdRecovery{}, &v1alpha1.EtcdSnapshot{}).Build()
+		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdRecovery{}, &v1alpha1.EtcdSnapshot{}).
+		WithIndex(&corev1.Event{}, eventInvolvedUID, func(o client.Object) []string {
+			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
+		}).Build()
 	f.r = &Reconciler{Client: f.c, Dialer: f.etcd, ClusterDomain: domain, Recorder: f.events, OperatorImage: "operator:test",
 		Now: func() time.Time { return time.Unix(1_700_000_000, 0) }}
 	return f
