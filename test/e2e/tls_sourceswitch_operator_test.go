@@ -22,18 +22,17 @@ import (
 )
 
 // TestTLSSourceSwitchOperatorManaged: a running 3-member cluster with the
-// operator's own CAs (tls: {}) is switched to a cert-manager CA Issuer
-// under the linearizability checker and a writer through the client
-// Service. It is the three-pass roll of a source CA change: members
-// restart one at a time to trust both CAs while serving their own
-// certificates of the operator's CA, take cert-manager's certificate in
-// place, and restart to drop the operator's peer CA; no write fails beyond
-// a leader change's retries, and at the end a client that trusts only
-// cert-manager's CA connects while one that trusts only the operator's old
-// client CA is refused.
+// operator's own CAs (tls: {}) is switched to a cert-manager CA Issuer and
+// then back, each under the linearizability checker and a writer through
+// the client Service. Each way is the three-pass roll of a source CA
+// change: members restart one at a time to trust both CAs, take the new
+// certificates in place (cert-manager's one, or per-member ones of the
+// operator's CA), and restart to drop the old CA; no write fails beyond a
+// leader change's retries, and at the end a client that trusts only the
+// new CA connects while one that trusts only the old one is refused.
 func TestTLSSourceSwitchOperatorManaged(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	g := NewWithT(t)
 	g.Expect(env.EnsureCertManager(ctx, t)).To(Succeed())
@@ -69,17 +68,36 @@ func TestTLSSourceSwitchOperatorManaged(t *testing.T) {
 	before := names(r.members(ctx))
 	issuer := &v1alpha1.IssuerReference{Name: "etcd-ca", Kind: "Issuer"}
 
-	r.switchSource(ctx, before, v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceCertManager, IssuerRef: issuer},
-		"from the operator's CA to cert-manager Issuer etcd-ca")
-	r.expectServedFrom(ctx, issuerCA.Cert, "", v1alpha1.ClientPort, v1alpha1.PeerPort)
-	r.expectPeersTrustOnly(ctx, issuerCA.Cert)
-	// The operator's client CA still signs client certificates (mutual
-	// TLS is unchanged): the old CA is the one that signed what the
-	// members served on the client port.
-	r.expectTrustedOnlyBy(ctx, issuerCA.CertPEM, opClient.CertPEM)
-	// The switch back to OperatorManaged (controller test
-	// TestSourceSwitch_BackToTheOperatorsCA) is refused by CEL until its
-	// e2e, a second half of this test on branch tlsop-back, has passed.
+	ok := t.Run("to cert-manager", func(t *testing.T) {
+		r.t, r.g = t, NewWithT(t)
+		r.switchSource(ctx, before, v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceCertManager, IssuerRef: issuer},
+			"from the operator's CA to cert-manager Issuer etcd-ca")
+		r.expectServedFrom(ctx, issuerCA.Cert, "", v1alpha1.ClientPort, v1alpha1.PeerPort)
+		r.expectPeersTrustOnly(ctx, issuerCA.Cert)
+		// The operator's client CA still signs client certificates
+		// (mutual TLS is unchanged): the old CA is the one that signed
+		// what the members served on the client port.
+		r.expectTrustedOnlyBy(ctx, issuerCA.CertPEM, opClient.CertPEM)
+	})
+	if !ok {
+		return
+	}
+	t.Run("back to OperatorManaged", func(t *testing.T) {
+		r.t, r.g = t, NewWithT(t)
+		r.switchSource(ctx, before, v1alpha1.CertificateSourceSpec{}, "from cert-manager Issuer etcd-ca to the operator's CA")
+		peer, cli := operatorCA(v1alpha1.TLSSectionPeer), operatorCA(v1alpha1.TLSSectionClient)
+		r.expectServedFrom(ctx, peer.Cert, "", v1alpha1.PeerPort)
+		r.expectServedFrom(ctx, cli.Cert, "", v1alpha1.ClientPort)
+		r.expectPeersTrustOnly(ctx, peer.Cert)
+		r.expectTrustedOnlyBy(ctx, cli.CertPEM, issuerCA.CertPEM)
+		for _, m := range r.members(ctx) {
+			s := &corev1.Secret{}
+			r.g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.MemberTLSSecretName(m.Name)}, s)).To(Succeed())
+			leaf, err := certs.ParseKeyPair(s.Data["peer.crt"], s.Data["peer.key"])
+			r.g.Expect(err).NotTo(HaveOccurred())
+			r.g.Expect(leaf.Cert.Subject.CommonName).To(Equal(m.Name), "%s has a certificate of its own again", m.Name)
+		}
+	})
 }
 
 // switchSource edits both sides' source under the checker and the writer
