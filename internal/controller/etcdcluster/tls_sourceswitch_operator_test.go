@@ -88,15 +88,8 @@ func TestSourceSwitch_FromTheOperatorsCA(t *testing.T) {
 	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 	h.g.Expect(strings.Join(h.drainEvents(), "\n")).To(ContainSubstring("TLSSourceSwitched"))
 
-	// Idempotent: more passes record nothing and restart nothing.
-	before := h.secret(sourceStateSecretName(testName, "peer")).ResourceVersion
-	for range 3 {
-		h.reconcile()
-	}
-	h.g.Expect(h.secret(sourceStateSecretName(testName, "peer")).ResourceVersion).To(Equal(before))
-	h.g.Expect(h.drainEvents()).NotTo(ContainElement(ContainSubstring("TLSSource")))
+	h.expectSwitchSettled(names)
 	for _, n := range names {
-		h.g.Expect(h.member(n).Status.RolledAt).To(BeNil())
 		h.g.Expect(h.leaf(n, "peer").Cert.Equal(newLeaf.Cert)).To(BeTrue())
 	}
 }

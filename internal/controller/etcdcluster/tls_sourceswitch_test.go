@@ -84,16 +84,7 @@ func TestSourceSwitch_AnotherCAGoesThroughTheThreePasses(t *testing.T) {
 	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 	h.g.Expect(strings.Join(h.drainEvents(), "\n")).To(ContainSubstring("TLSSourceSwitched"))
 
-	// Idempotent: more passes record nothing and restart nothing.
-	before := h.secret(sourceStateSecretName(testName, "peer")).ResourceVersion
-	for range 3 {
-		h.reconcile()
-	}
-	h.g.Expect(h.secret(sourceStateSecretName(testName, "peer")).ResourceVersion).To(Equal(before))
-	h.g.Expect(h.drainEvents()).NotTo(ContainElement(ContainSubstring("TLSSource")))
-	for _, n := range names {
-		h.g.Expect(h.member(n).Status.RolledAt).To(BeNil())
-	}
+	h.expectSwitchSettled(names)
 }
 
 // A switch to a source of the CA the members already trust changes only
@@ -180,6 +171,20 @@ func TestSourceSwitch_WaitsForCertManagerToReissueFromTheNewIssuer(t *testing.T)
 	h.g.Expect(ready.Reason).To(Equal(v1alpha1.TLSSourcePendingReason))
 	h.g.Expect(ready.Message).To(ContainSubstring("reissue"))
 	h.g.Expect(h.peerStateNotes()).To(HaveKeyWithValue(adoptedSourceNote, "CertManager/cert-manager.io/Issuer/old"), "nothing switched yet")
+	for _, n := range names {
+		h.g.Expect(h.member(n).Status.RolledAt).To(BeNil())
+	}
+}
+
+// expectSwitchSettled: once a switch is over, more passes record nothing in
+// the peer side's state, announce nothing and restart no member.
+func (h *harness) expectSwitchSettled(names []string) {
+	before := h.secret(sourceStateSecretName(testName, "peer")).ResourceVersion
+	for range 3 {
+		h.reconcile()
+	}
+	h.g.Expect(h.secret(sourceStateSecretName(testName, "peer")).ResourceVersion).To(Equal(before))
+	h.g.Expect(h.drainEvents()).NotTo(ContainElement(ContainSubstring("TLSSource")))
 	for _, n := range names {
 		h.g.Expect(h.member(n).Status.RolledAt).To(BeNil())
 	}
