@@ -335,6 +335,9 @@ func (c *client) MoveLeader(ctx context.Context, transfereeID uint64) error {
 	if leaderID == transfereeID {
 		return nil
 	}
+	if err := c.transfereeVotes(ctx, transfereeID); err != nil {
+		return err
+	}
 	// Only the leader accepts MoveLeader; clientv3's Maintenance.MoveLeader
 	// goes through the balancer and would hit a follower half the time.
 	err = c.onEndpoint(ctx, leaderEndpoint, func(ctx context.Context, conn *grpc.ClientConn) error {
@@ -343,6 +346,43 @@ func (c *client) MoveLeader(ctx context.Context, transfereeID uint64) error {
 	})
 	if err != nil {
 		return &CallError{Op: OpMoveLeader, Endpoint: leaderEndpoint, Err: classifyReply(OpMoveLeader, err)}
+	}
+	return nil
+}
+
+// transfereeVotes asks the transferee itself whether it votes. A member
+// applies its own promotion only once it learns the entry committed, up to
+// a heartbeat after the leader did; until then it ignores the leader's
+// hand-over (raft's MsgTimeoutNow), the leader gives up after an election
+// timeout, and etcd's MoveLeader waits out the caller's whole deadline. A
+// transferee that cannot be reached would never take over either. Both
+// are told at once, as a *CallError wrapping ErrTransfereeNotReady.
+func (c *client) transfereeVotes(ctx context.Context, id uint64) error {
+	list, err := c.memberList(ctx)
+	if err != nil {
+		return &CallError{Op: OpMoveLeader, Err: classifyReply(OpMoveLeader, err)}
+	}
+	m, ok := list.Find(id)
+	switch {
+	case !ok:
+		return &CallError{Op: OpMoveLeader, Err: fmt.Errorf("member %s: %w", FormatMemberID(id), rpctypes.ErrMemberNotFound)}
+	case m.IsLearner:
+		return &CallError{Op: OpMoveLeader, Err: fmt.Errorf("member %s is a learner: %w", FormatMemberID(id), ErrTransfereeNotReady)}
+	case len(m.ClientURLs) == 0:
+		return &CallError{Op: OpMoveLeader, Err: fmt.Errorf("member %s has not started: %w", FormatMemberID(id), ErrTransfereeNotReady)}
+	}
+	ep := m.ClientURLs[0]
+	var st EndpointStatus
+	err = c.onEndpoint(ctx, ep, func(ctx context.Context, conn *grpc.ClientConn) error {
+		var err error
+		st, err = statusOn(ctx, conn, ep)
+		return err
+	})
+	switch {
+	case err != nil:
+		return &CallError{Op: OpMoveLeader, Endpoint: ep, Err: fmt.Errorf("member %s did not answer: %w: %w", FormatMemberID(id), ErrTransfereeNotReady, err)}
+	case st.IsLearner:
+		return &CallError{Op: OpMoveLeader, Endpoint: ep, Err: fmt.Errorf("member %s has not applied its promotion yet: %w", FormatMemberID(id), ErrTransfereeNotReady)}
 	}
 	return nil
 }

@@ -217,6 +217,16 @@ func IsLearnerNotReady(err error) bool {
 	return isEtcdErr(err, rpctypes.ErrMemberLearnerNotReady)
 }
 
+// ErrTransfereeNotReady: leadership cannot move to the member yet, because
+// it does not vote in its own view (a learner, or a promotion it has not
+// applied) or does not answer. Moving later may succeed.
+var ErrTransfereeNotReady = errors.New("the member cannot take leadership yet")
+
+// IsTransfereeNotReady reports ErrTransfereeNotReady, however wrapped.
+func IsTransfereeNotReady(err error) bool {
+	return errors.Is(err, ErrTransfereeNotReady)
+}
+
 // IsUnhealthyCluster: etcd refused a reconfiguration that could cost quorum,
 // typically right after a member joined or was promoted (peers must have been
 // connected for etcd's 5s health interval) or while some voter has not

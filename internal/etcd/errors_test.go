@@ -25,6 +25,7 @@ var classifiers = []struct {
 	{"Unavailable", etcd.IsUnavailable},
 	{"MemberNotFound", etcd.IsMemberNotFound},
 	{"LearnerNotReady", etcd.IsLearnerNotReady},
+	{"TransfereeNotReady", etcd.IsTransfereeNotReady},
 	{"UnhealthyCluster", etcd.IsUnhealthyCluster},
 	{"TooManyLearners", etcd.IsTooManyLearners},
 	{"PeerURLExists", etcd.IsPeerURLExists},

@@ -357,6 +357,29 @@ func TestScaleDown_MovesLeadershipFirst(t *testing.T) {
 	h.g.Expect(h.members()).To(HaveLen(3), "the leader is not removed in the same pass")
 }
 
+// A transferee that does not vote in its own view yet (a promotion it has
+// not applied) is a short wait with its cause named, not a failed pass.
+func TestScaleDown_WaitsForTheTransfereeToVote(t *testing.T) {
+	h := newHarness(t)
+	h.formed(2, "demo-a", "demo-b", "demo-c")
+	for _, m := range h.etcd.Members() {
+		if m.Name == "demo-c" {
+			h.etcd.SetLeader(m.ID)
+		}
+	}
+	h.etcd.FailNext(etcd.OpMoveLeader, &etcd.CallError{Op: etcd.OpMoveLeader, Endpoint: "http://demo-a:2379", Err: etcd.ErrTransfereeNotReady})
+	res := h.reconcile()
+	h.g.Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+	h.g.Expect(h.etcd.MovedLeader).To(BeEmpty())
+	progressing := h.condition(v1alpha1.ProgressingCondition)
+	h.g.Expect(progressing.Message).To(MatchRegexp(`^waiting for demo-[ab] to take leadership from demo-c before removing it: `))
+	h.g.Expect(h.members()).To(HaveLen(3))
+
+	h.reconcile()
+	h.g.Expect(h.etcd.MovedLeader).To(HaveLen(1), "moved on the next pass")
+	h.g.Expect(h.members()).To(HaveLen(3), "the leader is not removed in the same pass")
+}
+
 func TestSpecChangeIsAdoptedAtOnce(t *testing.T) {
 	h := newHarness(t)
 	h.formed(3, "demo-a")

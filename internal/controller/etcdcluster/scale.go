@@ -180,6 +180,12 @@ func (r *Reconciler) moveLeaderTo(ctx context.Context, s *scope, victim *v1alpha
 	_, _, err := r.withClient(ctx, s, func(c etcd.Client) (etcd.Member, etcd.MemberList, error) {
 		return etcd.Member{}, etcd.MemberList{}, c.MoveLeader(ctx, target.ID)
 	})
+	if etcd.IsTransfereeNotReady(err) {
+		// Typically a member promoted a moment ago that has not applied its
+		// promotion yet; it will on the leader's next message.
+		s.setProgress(v1alpha1.ScalingDownReason, "waiting for %s to take leadership from %s %s: %v", target.Name, victim.Name, why, err)
+		return ctrl.Result{RequeueAfter: requeueSoon}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to move leadership from %s: %w", victim.Name, err)
 	}

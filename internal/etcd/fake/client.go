@@ -481,14 +481,16 @@ func (c *Client) MoveLeader(ctx context.Context, transfereeID uint64) error {
 	if leader.ID == transfereeID {
 		return nil
 	}
-	leaderEndpoint := leader.ClientURLs[0]
+	// As the real client, the transferee is asked first whether it votes.
 	i := f.indexOf(transfereeID)
-	if i < 0 || f.members[i].IsLearner {
-		return fail(etcd.OpMoveLeader, leaderEndpoint, rpctypes.ErrBadLeaderTransferee)
+	switch {
+	case i < 0:
+		return fail(etcd.OpMoveLeader, "", rpctypes.ErrMemberNotFound)
+	case f.members[i].IsLearner || len(f.members[i].ClientURLs) == 0:
+		return fail(etcd.OpMoveLeader, "", etcd.ErrTransfereeNotReady)
 	}
-	if t := f.members[i]; len(t.ClientURLs) == 0 || f.endpointErr[t.ClientURLs[0]] != nil {
-		// A transferee that is down never takes over; the call times out.
-		return fail(etcd.OpMoveLeader, leaderEndpoint, context.DeadlineExceeded)
+	if ep := f.members[i].ClientURLs[0]; f.endpointErr[ep] != nil {
+		return fail(etcd.OpMoveLeader, ep, fmt.Errorf("%w: %w", etcd.ErrTransfereeNotReady, f.endpointErr[ep]))
 	}
 	f.setLeader(transfereeID)
 	f.MovedLeader = append(f.MovedLeader, transfereeID)

@@ -347,11 +347,16 @@ func TestMoveLeader(t *testing.T) {
 	g.Expect(f.MovedLeader).To(BeEmpty(), "already the leader: nothing moved")
 
 	err := c.MoveLeader(ctx, learner.ID)
-	g.Expect(errors.Is(err, rpctypes.ErrBadLeaderTransferee)).To(BeTrue(), "to a learner: %v", err)
+	g.Expect(etcd.IsTransfereeNotReady(err)).To(BeTrue(), "to a learner: %v", err)
+	g.Expect(f.MovedLeader).To(BeEmpty())
+
+	err = c.MoveLeader(ctx, 0x1234)
+	g.Expect(etcd.IsMemberNotFound(err)).To(BeTrue(), "to an unknown member: %v", err)
 
 	f.SetEndpointError(client2, etcdfake.ErrUnreachable)
 	err = c.MoveLeader(ctx, m2.ID)
 	g.Expect(etcd.IsUnavailable(err)).To(BeTrue(), "to a member that is down: %v", err)
+	g.Expect(etcd.IsTransfereeNotReady(err)).To(BeTrue(), "to a member that is down: %v", err)
 	f.SetEndpointError(client2, nil)
 
 	before, err := c.Status(ctx, client1)
