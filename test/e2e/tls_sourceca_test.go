@@ -212,13 +212,7 @@ func TestCertManagerSourceCAChange(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	ns := env.CreateNamespace(t, "cm-ca")
 	r := &rollCluster{t: t, g: g, c: c, ns: ns, name: "cm-ca"}
-	oldCA, err := certs.NewCA("issuer ca 1", time.Now(), 48*time.Hour)
-	g.Expect(err).NotTo(HaveOccurred())
-	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "issuer-ca", Namespace: ns}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{"tls.crt": oldCA.CertPEM, "tls.key": oldCA.KeyPEM}}
-	g.Expect(c.Create(ctx, caSecret)).To(Succeed())
-	g.Expect(c.Create(ctx, &cmapi.Issuer{ObjectMeta: metav1.ObjectMeta{Name: "etcd-ca", Namespace: ns},
-		Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "issuer-ca"}}}})).To(Succeed())
+	oldCA, caSecret := newCAIssuer(ctx, g, c, ns, "issuer ca 1")
 	issuer := &v1alpha1.IssuerReference{Name: "etcd-ca", Kind: "Issuer"}
 	cl := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: ns}, Spec: v1alpha1.EtcdClusterSpec{
 		Replicas: ptr.To[int32](3),
@@ -266,4 +260,18 @@ func retryOnConflict(ctx context.Context, f func() error) error {
 		}
 		return err == nil, err
 	})
+}
+
+// newCAIssuer makes a CA of its own, keeps it in the Secret issuer-ca and
+// creates the cert-manager CA Issuer etcd-ca that signs with it. It returns
+// the CA and the Secret, which a test may update to change the CA.
+func newCAIssuer(ctx context.Context, g Gomega, c client.Client, ns, commonName string) (*certs.KeyPair, *corev1.Secret) {
+	ca, err := certs.NewCA(commonName, time.Now(), 48*time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "issuer-ca", Namespace: ns}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": ca.CertPEM, "tls.key": ca.KeyPEM}}
+	g.Expect(c.Create(ctx, secret)).To(Succeed())
+	g.Expect(c.Create(ctx, &cmapi.Issuer{ObjectMeta: metav1.ObjectMeta{Name: "etcd-ca", Namespace: ns},
+		Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "issuer-ca"}}}})).To(Succeed())
+	return ca, secret
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -41,12 +40,7 @@ func TestTLSSourceSwitchOperatorManaged(t *testing.T) {
 	ns := env.CreateNamespace(t, "om-switch")
 	r := &rollCluster{t: t, g: g, c: c, ns: ns, name: "om-switch"}
 
-	issuerCA, err := certs.NewCA("cert-manager issuer ca", time.Now(), 48*time.Hour)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "issuer-ca", Namespace: ns}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{"tls.crt": issuerCA.CertPEM, "tls.key": issuerCA.KeyPEM}})).To(Succeed())
-	g.Expect(c.Create(ctx, &cmapi.Issuer{ObjectMeta: metav1.ObjectMeta{Name: "etcd-ca", Namespace: ns},
-		Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "issuer-ca"}}}})).To(Succeed())
+	issuerCA, _ := newCAIssuer(ctx, g, c, ns, "cert-manager issuer ca")
 
 	cl := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: ns}, Spec: v1alpha1.EtcdClusterSpec{
 		Replicas: ptr.To[int32](3),
