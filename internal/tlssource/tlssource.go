@@ -134,3 +134,15 @@ func Decide(in Input) Decision {
 	}
 	return Decision{}
 }
+
+// OperatorCAUnused: a section whose state records adopted and from (the
+// notes of its state Secret) has settled on a Secret or cert-manager source
+// after leaving the operator's CA, or never had it: no member trusts the
+// operator's CA of the section or holds a certificate of it. A rotation of
+// that CA left in its Secret (the source was switched while it rolled) has
+// nothing to roll any more, and must end before the CA is offered again
+// (a switch back), or it would hand members certificates of a CA their
+// bundle does not hold.
+func OperatorCAUnused(adopted, from string) bool {
+	return adopted != "" && adopted != string(v1alpha1.CertificateSourceOperatorManaged) && from == ""
+}

@@ -127,3 +127,26 @@ func TestIDAndDescribe(t *testing.T) {
 		}
 	}
 }
+
+func TestOperatorCAUnused(t *testing.T) {
+	cases := []struct {
+		name          string
+		adopted, from string
+		want          bool
+	}{
+		{"nothing recorded", "", "", false},
+		{"settled on a source", secretA, "", true},
+		{"switching away from the operator's CA, before pass 2", operator, operator, false},
+		{"switching away from the operator's CA, pass 2 or 3: the members still trust it", secretA, operator, false},
+		{"switching between sources", secretA, issuerB, false},
+		{"switching back to the operator's CA: it is offered", secretA, secretA, false},
+		{"back on the operator's CA, state not yet emptied", operator, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := OperatorCAUnused(tc.adopted, tc.from); got != tc.want {
+				t.Errorf("OperatorCAUnused(%q, %q) = %v, want %v", tc.adopted, tc.from, got, tc.want)
+			}
+		})
+	}
+}

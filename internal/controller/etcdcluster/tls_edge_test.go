@@ -2,13 +2,12 @@ package etcdcluster
 
 import (
 	"context"
-
-	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"strings"
 	"testing"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -105,11 +104,7 @@ func (h *harness) settledOn(names []string, ca, leaf *certs.KeyPair) bool {
 
 func (h *harness) expectReadyOn(names []string, ca, leaf *certs.KeyPair) {
 	h.t.Helper()
-	restarts := h.drive(names, func() bool { return h.settledOn(names, ca, leaf) })
-	h.t.Logf("DEBUG restarts %v", restarts)
-	for _, e := range h.drainEvents() {
-		h.t.Logf("DEBUG %.150s", e)
-	}
+	h.drive(names, func() bool { return h.settledOn(names, ca, leaf) })
 	h.reconcile()
 	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), h.condition(v1alpha1.ReadyCondition).Message)
 	h.g.Expect(h.peerStateNotes()).To(HaveKeyWithValue(adoptedSourceNote, "Secret/other-peer-tls"))
@@ -214,8 +209,6 @@ func TestTLSEdge_SourceSwitchDuringOperatorRotation(t *testing.T) {
 	}
 }
 
-var _ = corev1.ConditionTrue
-
 // putCertManagerSecret plays cert-manager issuing into its Secret of the
 // peer side, from the named Issuer.
 func (h *harness) putCertManagerSecret(issuer string, leaf *certs.KeyPair, ca []byte) {
@@ -259,8 +252,7 @@ func TestTLSEdge_SecretToCertManagerDuringTransition(t *testing.T) {
 
 	newCA, newLeaf := h.userCert("cm ca")
 	h.putCertManagerSecret("cm", newLeaf, newCA.CertPEM)
-	restarts := h.drive(names, func() bool { return h.settledOn(names, newCA, newLeaf) })
-	h.t.Logf("DEBUG restarts %v", restarts)
+	h.drive(names, func() bool { return h.settledOn(names, newCA, newLeaf) })
 	h.reconcile()
 	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), h.condition(v1alpha1.ReadyCondition).Message)
 	h.g.Expect(h.peerStateNotes()).To(HaveKeyWithValue(adoptedSourceNote, "CertManager/cert-manager.io/Issuer/cm"))
@@ -292,4 +284,47 @@ func TestTLSEdge_SourceSwitchWhileAMemberIsDown(t *testing.T) {
 	}
 	h.buildPod(down, true)
 	h.expectReadyOn(names, newCA, newLeaf)
+}
+
+// After a switch away from the operator's CA asked in pass 1 or 2 of its
+// own rotation, a switch back to it: the rotation left in its Secret must
+// not hand members certificates of a CA they do not trust.
+func TestTLSEdge_SwitchBackAfterASwitchDuringOperatorRotation(t *testing.T) {
+	for _, pass := range []string{v1alpha1.CARotationTrustingNewCA, v1alpha1.CARotationSwitchingCertificates} {
+		t.Run(pass, func(t *testing.T) {
+			h := newHarness(t)
+			names := h.formedTLS(&v1alpha1.TLSSpec{})
+			for _, n := range names {
+				h.buildPod(n, true)
+			}
+			h.serveFromSecrets()
+			h.reconcile()
+			before, _, _ := h.caOf("peer")
+			h.annotate(v1alpha1.RotateCAAnnotation, "1")
+			h.drive(names, func() bool { return h.rotation("peer") == pass })
+			newCA, newLeaf := h.userCert("user ca")
+			h.putUserSecret("other-peer-tls", newLeaf, newCA.CertPEM)
+			h.switchPeerSource(v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "other-peer-tls"})
+			h.reconcile()
+			h.expectReadyOn(names, newCA, newLeaf)
+
+			h.switchPeerSource(v1alpha1.CertificateSourceSpec{})
+			h.drive(names, func() bool {
+				cl := h.cluster()
+				return len(h.secret(sourceStateSecretName(testName, "peer")).Data) == 0 && cl.Status.TLS.Peer.Rotation == "" && cl.Status.TLS.Client.Rotation == ""
+			})
+			signing, next, previous := h.caOf("peer")
+			h.g.Expect(next || previous).To(BeFalse(), "no rotation left over")
+			h.g.Expect(signing.Equal(before)).To(BeFalse(), "the rotation asked for is done: its new CA signs")
+			h.g.Expect(strings.Join(h.drainEvents(), "\n")).To(ContainSubstring("cut short ends without restarts"))
+			for _, n := range names {
+				b := h.bundle(h.member(n).Spec.TLS.Peer.TrustBundle)
+				h.g.Expect(b).To(HaveLen(1))
+				h.g.Expect(b.Contains(signing)).To(BeTrue())
+				h.g.Expect(certs.IssuedBy(h.leaf(n, "peer").Cert, signing)).To(BeTrue())
+			}
+			h.reconcile()
+			h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), h.condition(v1alpha1.ReadyCondition).Message)
+		})
+	}
 }

@@ -127,6 +127,17 @@ func (r *Reconciler) prepareSwitchBack(ctx context.Context, s *scope, sec *tlsSe
 		// None, or emptied when a switch back ended.
 		return sec, err
 	}
+	mutual := sec.name == v1alpha1.TLSSectionClient && s.cluster.Spec.TLS.Client.IsMutual()
+	if !mutual && tlssource.OperatorCAUnused(state.Annotations[adoptedSourceNote], state.Annotations[switchFromNote]) {
+		// A rotation of the operator's CA the switch away cut short ends
+		// before the CA is offered again (tls_sourceswitch.go).
+		st, err := r.endUnusedRotation(ctx, s, sec.name, sec.rotation, state.Annotations[adoptedSourceNote])
+		if err != nil {
+			return nil, err
+		}
+		sec.ca, sec.rotation, sec.leafCA = st.signing, st, st.signing
+		sec.wanted, sec.caNotAfter = certs.NewBundle(st.trusted()), st.signing.Cert.NotAfter
+	}
 	adopted, err := r.adoptSource(ctx, s, sec.name, sec.sourceID, nil, []*x509.Certificate{sec.ca.Cert}, nil)
 	if err != nil {
 		return nil, err
