@@ -328,3 +328,41 @@ func TestTLSEdge_SwitchBackAfterASwitchDuringOperatorRotation(t *testing.T) {
 		})
 	}
 }
+
+// A switch away from the operator's CA during pass 1 of its rotation, then
+// back during the switch's own pass 1.
+func TestTLSEdge_BackDuringASwitchThatCutARotationShort(t *testing.T) {
+	h := newHarness(t)
+	names := h.formedTLS(&v1alpha1.TLSSpec{})
+	for _, n := range names {
+		h.buildPod(n, true)
+	}
+	h.serveFromSecrets()
+	h.reconcile()
+	h.annotate(v1alpha1.RotateCAAnnotation, "1")
+	h.drive(names, func() bool { return h.rotation("peer") == v1alpha1.CARotationTrustingNewCA })
+	newCA, newLeaf := h.userCert("user ca")
+	h.putUserSecret("other-peer-tls", newLeaf, newCA.CertPEM)
+	h.switchPeerSource(v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "other-peer-tls"})
+	h.reconcile()
+	h.drive(names, func() bool {
+		_, next, _ := h.peerStateRoll()
+		return next && len(h.bundle(h.member(names[0]).Spec.TLS.Peer.TrustBundle)) == 3
+	})
+
+	h.switchPeerSource(v1alpha1.CertificateSourceSpec{})
+	h.drive(names, func() bool {
+		cl := h.cluster()
+		return len(h.secret(sourceStateSecretName(testName, "peer")).Data) == 0 && cl.Status.TLS.Peer.Rotation == "" && cl.Status.TLS.Client.Rotation == ""
+	})
+	signing, next, previous := h.caOf("peer")
+	h.g.Expect(next || previous).To(BeFalse(), "no rotation left over")
+	for _, n := range names {
+		b := h.bundle(h.member(n).Spec.TLS.Peer.TrustBundle)
+		h.g.Expect(b).To(HaveLen(1))
+		h.g.Expect(b.Contains(signing)).To(BeTrue())
+		h.g.Expect(certs.IssuedBy(h.leaf(n, "peer").Cert, signing)).To(BeTrue())
+	}
+	h.reconcile()
+	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), h.condition(v1alpha1.ReadyCondition).Message)
+}

@@ -138,7 +138,12 @@ func (r *Reconciler) prepareSwitchBack(ctx context.Context, s *scope, sec *tlsSe
 		sec.ca, sec.rotation, sec.leafCA = st.signing, st, st.signing
 		sec.wanted, sec.caNotAfter = certs.NewBundle(st.trusted()), st.signing.Cert.NotAfter
 	}
-	adopted, err := r.adoptSource(ctx, s, sec.name, sec.sourceID, nil, []*x509.Certificate{sec.ca.Cert}, nil)
+	// Offered: every CA of the operator's the members may hold certificates
+	// of. That is its signing CA alone, but for a switch away begun during
+	// the operator's own rotation and not past its pass 1 (the members
+	// still hold the operator's certificates, and the state took over
+	// both CAs): back to both, nothing to roll but the source's CA away.
+	adopted, err := r.adoptSource(ctx, s, sec.name, sec.sourceID, nil, sec.rotation.trusted(), nil)
 	if err != nil {
 		return nil, err
 	}
