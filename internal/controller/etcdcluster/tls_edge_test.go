@@ -309,6 +309,8 @@ func TestTLSEdge_SwitchBackAfterASwitchDuringOperatorRotation(t *testing.T) {
 			h.expectReadyOn(names, newCA, newLeaf)
 
 			h.switchPeerSource(v1alpha1.CertificateSourceSpec{})
+			h.reconcile()
+			h.g.Expect(h.condition(v1alpha1.ReadyCondition).Message).To(ContainSubstring("switching the peer certificates from Secret other-peer-tls to the operator's CA"))
 			h.drive(names, func() bool {
 				cl := h.cluster()
 				return len(h.secret(sourceStateSecretName(testName, "peer")).Data) == 0 && cl.Status.TLS.Peer.Rotation == "" && cl.Status.TLS.Client.Rotation == ""
@@ -330,39 +332,63 @@ func TestTLSEdge_SwitchBackAfterASwitchDuringOperatorRotation(t *testing.T) {
 }
 
 // A switch away from the operator's CA during pass 1 of its rotation, then
-// back during the switch's own pass 1.
+// back while that switch runs: in its pass 1 (the members still hold the
+// operator's certificates) or its pass 3 (they hold the source's and still
+// trust the operator's CAs).
 func TestTLSEdge_BackDuringASwitchThatCutARotationShort(t *testing.T) {
-	h := newHarness(t)
-	names := h.formedTLS(&v1alpha1.TLSSpec{})
-	for _, n := range names {
-		h.buildPod(n, true)
+	stages := map[string]func(h *harness, names []string) bool{
+		"switch in pass 1": func(h *harness, names []string) bool {
+			_, next, _ := h.peerStateRoll()
+			return next && len(h.bundle(h.member(names[0]).Spec.TLS.Peer.TrustBundle)) == 3
+		},
+		"switch in pass 3": func(h *harness, names []string) bool {
+			return h.rotation("peer") == v1alpha1.CARotationDroppingOldCA && h.peerStateNotes()[adoptedSourceNote] == "Secret/other-peer-tls" &&
+				len(h.bundle(h.member(names[0]).Spec.TLS.Peer.TrustBundle)) == 1
+		},
 	}
-	h.serveFromSecrets()
-	h.reconcile()
-	h.annotate(v1alpha1.RotateCAAnnotation, "1")
-	h.drive(names, func() bool { return h.rotation("peer") == v1alpha1.CARotationTrustingNewCA })
-	newCA, newLeaf := h.userCert("user ca")
-	h.putUserSecret("other-peer-tls", newLeaf, newCA.CertPEM)
-	h.switchPeerSource(v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "other-peer-tls"})
-	h.reconcile()
-	h.drive(names, func() bool {
-		_, next, _ := h.peerStateRoll()
-		return next && len(h.bundle(h.member(names[0]).Spec.TLS.Peer.TrustBundle)) == 3
-	})
+	for stage, reached := range stages {
+		t.Run(stage, func(t *testing.T) {
+			h := newHarness(t)
+			names := h.formedTLS(&v1alpha1.TLSSpec{})
+			for _, n := range names {
+				h.buildPod(n, true)
+			}
+			h.serveFromSecrets()
+			h.reconcile()
+			before, _, _ := h.caOf("peer")
+			h.annotate(v1alpha1.RotateCAAnnotation, "1")
+			h.drive(names, func() bool { return h.rotation("peer") == v1alpha1.CARotationTrustingNewCA })
+			newCA, newLeaf := h.userCert("user ca")
+			h.putUserSecret("other-peer-tls", newLeaf, newCA.CertPEM)
+			h.switchPeerSource(v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "other-peer-tls"})
+			h.reconcile()
+			h.drive(names, func() bool { return reached(h, names) })
 
-	h.switchPeerSource(v1alpha1.CertificateSourceSpec{})
-	h.drive(names, func() bool {
-		cl := h.cluster()
-		return len(h.secret(sourceStateSecretName(testName, "peer")).Data) == 0 && cl.Status.TLS.Peer.Rotation == "" && cl.Status.TLS.Client.Rotation == ""
-	})
-	signing, next, previous := h.caOf("peer")
-	h.g.Expect(next || previous).To(BeFalse(), "no rotation left over")
-	for _, n := range names {
-		b := h.bundle(h.member(n).Spec.TLS.Peer.TrustBundle)
-		h.g.Expect(b).To(HaveLen(1))
-		h.g.Expect(b.Contains(signing)).To(BeTrue())
-		h.g.Expect(certs.IssuedBy(h.leaf(n, "peer").Cert, signing)).To(BeTrue())
+			h.switchPeerSource(v1alpha1.CertificateSourceSpec{})
+			var said []string
+			h.drive(names, func() bool {
+				cl := h.cluster()
+				said = append(said, h.condition(v1alpha1.ReadyCondition).Message)
+				return len(h.secret(sourceStateSecretName(testName, "peer")).Data) == 0 && cl.Status.TLS.Peer.Rotation == "" && cl.Status.TLS.Client.Rotation == ""
+			})
+			h.g.Expect(said).NotTo(ContainElement(ContainSubstring("from the operator's CA to the operator's CA")))
+			h.g.Expect(said).To(ContainElement(ContainSubstring("switching the peer certificates back to the operator's CA")))
+			if stage == "switch in pass 3" {
+				h.g.Expect(said).To(ContainElement(ContainSubstring("switching the peer certificates from Secret other-peer-tls to the operator's CA")))
+			}
+			signing, next, previous := h.caOf("peer")
+			h.g.Expect(next || previous).To(BeFalse(), "no rotation left over")
+			h.g.Expect(signing.Equal(before)).To(BeFalse(), "the rotation asked for is done: its new CA signs")
+			for _, n := range names {
+				b := h.bundle(h.member(n).Spec.TLS.Peer.TrustBundle)
+				h.g.Expect(b).To(HaveLen(1))
+				h.g.Expect(b.Contains(signing)).To(BeTrue())
+				h.g.Expect(certs.IssuedBy(h.leaf(n, "peer").Cert, signing)).To(BeTrue())
+			}
+			h.reconcile()
+			h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), h.condition(v1alpha1.ReadyCondition).Message)
+			h.drainEvents()
+			h.expectSwitchSettled(names)
+		})
 	}
-	h.reconcile()
-	h.g.Expect(h.condition(v1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), h.condition(v1alpha1.ReadyCondition).Message)
 }

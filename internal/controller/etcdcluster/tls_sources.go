@@ -128,7 +128,7 @@ func (r *Reconciler) prepareSwitchBack(ctx context.Context, s *scope, sec *tlsSe
 		return sec, err
 	}
 	mutual := sec.name == v1alpha1.TLSSectionClient && s.cluster.Spec.TLS.Client.IsMutual()
-	if !mutual && tlssource.OperatorCAUnused(state.Annotations[adoptedSourceNote], state.Annotations[switchFromNote]) {
+	if !mutual && tlssource.OperatorCAUnused(state.Annotations[adoptedSourceNote]) {
 		// A rotation of the operator's CA the switch away cut short ends
 		// before the CA is offered again (tls_sourceswitch.go).
 		st, err := r.endUnusedRotation(ctx, s, sec.name, sec.rotation, state.Annotations[adoptedSourceNote])

@@ -74,6 +74,11 @@ func (r *Reconciler) recordSourceSwitch(ctx context.Context, s *scope, sec *tlsS
 		ctrl.LoggerFrom(ctx).Info("TLS source switch", "section", sec.name, "from", d.From, "to", d.To)
 		r.event(s.cluster, corev1.EventTypeNormal, "TLSSourceSwitchStarted", "SwitchTLSSource",
 			"Switching the %s certificates from %s to %s, whose CA differs: members restart one at a time to trust both CAs, take the new certificate in place, then restart to trust the new CA alone", sec.name, from, to)
+	case d.Step == tlssource.Complete && d.From == d.To:
+		// Switched back before the switch away had ended.
+		ctrl.LoggerFrom(ctx).Info("TLS source switch complete", "section", sec.name, "from", d.From, "to", d.To)
+		r.event(s.cluster, corev1.EventTypeNormal, "TLSSourceSwitched", "SwitchTLSSource",
+			"The %s certificates come from %s again, and every member trusts its CA alone", sec.name, to)
 	case d.Step == tlssource.Complete:
 		ctrl.LoggerFrom(ctx).Info("TLS source switch complete", "section", sec.name, "from", d.From, "to", d.To)
 		r.event(s.cluster, corev1.EventTypeNormal, "TLSSourceSwitched", "SwitchTLSSource",
@@ -91,6 +96,11 @@ func (s *scope) switchSummary() string {
 	var parts []string
 	for _, sec := range []*tlsSection{s.tls.peer, s.tls.client} {
 		if sec.switchFrom == "" && sec.switchTo == "" {
+			continue
+		}
+		if sec.switchFrom == sec.switchTo {
+			// Switched back before the switch away had ended.
+			parts = append(parts, fmt.Sprintf("switching the %s certificates back to %s", sec.name, tlssource.Describe(sec.switchTo)))
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("switching the %s certificates from %s to %s", sec.name, tlssource.Describe(sec.switchFrom), tlssource.Describe(sec.switchTo)))
