@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/carotation"
 	"github.com/quorumctl/etcd-operator/internal/certs"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	tt "github.com/quorumctl/etcd-operator/internal/tlstransition"
@@ -170,6 +171,30 @@ func TestTLSEdge_SecretToSecretDuringTransition(t *testing.T) {
 	h.drive(names, func() bool { return h.bothServed(names) == 1 })
 
 	newCA, newLeaf := h.userCert("user ca 2")
+	h.putUserSecret("other-peer-tls", newLeaf, newCA.CertPEM)
+	h.switchPeerSource(v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "other-peer-tls"})
+	h.reconcile()
+	h.expectReadyOn(names, newCA, newLeaf)
+}
+
+// A source switch asked while the operator's own CA rotates because it
+// nears its end, in pass 1.
+func TestTLSEdge_SourceSwitchDuringAnExpiryRotation(t *testing.T) {
+	h := newHarness(t)
+	names := h.formedTLS(&v1alpha1.TLSSpec{})
+	for _, n := range names {
+		h.buildPod(n, true)
+	}
+	h.serveFromSecrets()
+	h.reconcile()
+	ca, _, _ := h.caOf("peer")
+	_, leafLife := h.cluster().Spec.TLS.Lifetimes()
+	h.now = carotation.DueAt(ca.NotBefore, ca.NotAfter, leafLife).Add(time.Minute)
+	h.drive(names, func() bool {
+		return h.rotation("peer") == v1alpha1.CARotationTrustingNewCA && len(h.bundle(h.member(names[0]).Spec.TLS.Peer.TrustBundle)) == 2
+	})
+	h.g.Expect(h.cluster().Annotations[v1alpha1.RotateCAAnnotation]).To(BeEmpty())
+	newCA, newLeaf := h.userCert("user ca")
 	h.putUserSecret("other-peer-tls", newLeaf, newCA.CertPEM)
 	h.switchPeerSource(v1alpha1.CertificateSourceSpec{Source: v1alpha1.CertificateSourceSecret, SecretName: "other-peer-tls"})
 	h.reconcile()
