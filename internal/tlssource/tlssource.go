@@ -125,6 +125,11 @@ func Decide(in Input) Decision {
 		return Decision{Step: Record, Switching: true, From: in.From, To: in.Wanted}
 	case in.Adopted != in.Wanted && in.From == "":
 		return Decision{Step: Begin, Switching: true, From: in.Adopted, To: in.Wanted}
+	case in.Adopted != in.Wanted && in.From == in.Wanted:
+		// Back to where the switch began, once the members hold the
+		// certificate of the source it went to: said as the switch
+		// from that source it now is.
+		return Decision{Switching: true, From: in.Adopted, To: in.Wanted}
 	case in.Adopted != in.Wanted:
 		return Decision{Switching: true, From: in.From, To: in.Wanted}
 	case in.From != "" && !in.Rolling:
@@ -133,4 +138,18 @@ func Decide(in Input) Decision {
 		return Decision{Switching: true, From: in.From, To: in.Wanted}
 	}
 	return Decision{}
+}
+
+// OperatorCAUnused: a section whose state records adopted (the source its
+// members' certificate came from) serves a Secret's or cert-manager's
+// certificate: no member holds a certificate of the operator's CA of the
+// section, whatever the members still trust while a switch away from it
+// ends. A rotation of that CA left in its Secret (the source was switched
+// while it rolled) then has nothing to roll, and must end before the CA is
+// offered again by a switch back: left to take its next step on its own,
+// it would reissue from a CA the members' bundle does not hold, or wait for
+// members to serve certificates of its new CA, which only the switch's own
+// pass 2 hands out, while the switch waits for it in turn.
+func OperatorCAUnused(adopted string) bool {
+	return adopted != "" && adopted != string(v1alpha1.CertificateSourceOperatorManaged)
 }

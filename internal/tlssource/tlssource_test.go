@@ -48,6 +48,8 @@ func TestDecide(t *testing.T) {
 			Decision{Step: Complete, From: operator, To: issuerB}},
 		{"from the operator's CA to a source holding that CA: in place", Input{Adopted: operator, Wanted: secretA},
 			Decision{Step: Record, InPlace: true, From: operator, To: secretA}},
+		{"back to the source it began from, once the members hold the other's certificate: said from that one", Input{Adopted: issuerB, Wanted: operator, From: operator, CAChanged: true, Rolling: true},
+			Decision{Switching: true, From: issuerB, To: operator}},
 		{"retargeted during pass 1 to a third source", Input{Adopted: secretA, Wanted: "Secret/c", From: secretA, CAChanged: true, Rolling: true},
 			Decision{Switching: true, From: secretA, To: "Secret/c"}},
 	}
@@ -125,5 +127,25 @@ func TestIDAndDescribe(t *testing.T) {
 		if got := Describe(id); got != want {
 			t.Errorf("Describe(%q) = %q, want %q", id, got, want)
 		}
+	}
+}
+
+func TestOperatorCAUnused(t *testing.T) {
+	cases := []struct {
+		name    string
+		adopted string
+		want    bool
+	}{
+		{"nothing recorded", "", false},
+		{"on a source, settled or switching between sources", secretA, true},
+		{"switching away from the operator's CA, pass 2 or 3: the members hold the source's certificate", issuerB, true},
+		{"switching away from the operator's CA, before pass 2: the members hold its certificates", operator, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := OperatorCAUnused(tc.adopted); got != tc.want {
+				t.Errorf("OperatorCAUnused(%q) = %v, want %v", tc.adopted, got, tc.want)
+			}
+		})
 	}
 }

@@ -240,7 +240,7 @@ func (r *Reconciler) stepSourceRotation(ctx context.Context, s *scope, sec *tlsS
 	st := sec.adopted
 	secret := st.secret.DeepCopy()
 	var reason, note string
-	what := fmt.Sprintf("the %s CA of the %s source", sec.name, sec.source)
+	what := fmt.Sprintf("%s CA of the %s source", sec.name, sec.source)
 	switch d.Step {
 	case carotation.Begin:
 		secret.Data[nextCertKey] = st.offeredCAs.PEM()

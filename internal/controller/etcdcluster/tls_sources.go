@@ -127,7 +127,23 @@ func (r *Reconciler) prepareSwitchBack(ctx context.Context, s *scope, sec *tlsSe
 		// None, or emptied when a switch back ended.
 		return sec, err
 	}
-	adopted, err := r.adoptSource(ctx, s, sec.name, sec.sourceID, nil, []*x509.Certificate{sec.ca.Cert}, nil)
+	mutual := sec.name == v1alpha1.TLSSectionClient && s.cluster.Spec.TLS.Client.IsMutual()
+	if !mutual && tlssource.OperatorCAUnused(state.Annotations[adoptedSourceNote]) {
+		// A rotation of the operator's CA the switch away cut short ends
+		// before the CA is offered again (tls_sourceswitch.go).
+		st, err := r.endUnusedRotation(ctx, s, sec.name, sec.rotation, state.Annotations[adoptedSourceNote])
+		if err != nil {
+			return nil, err
+		}
+		sec.ca, sec.rotation, sec.leafCA = st.signing, st, st.signing
+		sec.wanted, sec.caNotAfter = certs.NewBundle(st.trusted()), st.signing.Cert.NotAfter
+	}
+	// Offered: every CA of the operator's the members may hold certificates
+	// of. That is its signing CA alone, but for a switch away begun during
+	// the operator's own rotation and not past its pass 1 (the members
+	// still hold the operator's certificates, and the state took over
+	// both CAs): back to both, nothing to roll but the source's CA away.
+	adopted, err := r.adoptSource(ctx, s, sec.name, sec.sourceID, nil, sec.rotation.trusted(), nil)
 	if err != nil {
 		return nil, err
 	}

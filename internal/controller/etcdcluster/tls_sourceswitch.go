@@ -74,6 +74,11 @@ func (r *Reconciler) recordSourceSwitch(ctx context.Context, s *scope, sec *tlsS
 		ctrl.LoggerFrom(ctx).Info("TLS source switch", "section", sec.name, "from", d.From, "to", d.To)
 		r.event(s.cluster, corev1.EventTypeNormal, "TLSSourceSwitchStarted", "SwitchTLSSource",
 			"Switching the %s certificates from %s to %s, whose CA differs: members restart one at a time to trust both CAs, take the new certificate in place, then restart to trust the new CA alone", sec.name, from, to)
+	case d.Step == tlssource.Complete && d.From == d.To:
+		// Switched back before the switch away had ended.
+		ctrl.LoggerFrom(ctx).Info("TLS source switch complete", "section", sec.name, "from", d.From, "to", d.To)
+		r.event(s.cluster, corev1.EventTypeNormal, "TLSSourceSwitched", "SwitchTLSSource",
+			"The %s certificates come from %s again, and every member trusts its CA alone", sec.name, to)
 	case d.Step == tlssource.Complete:
 		ctrl.LoggerFrom(ctx).Info("TLS source switch complete", "section", sec.name, "from", d.From, "to", d.To)
 		r.event(s.cluster, corev1.EventTypeNormal, "TLSSourceSwitched", "SwitchTLSSource",
@@ -93,7 +98,45 @@ func (s *scope) switchSummary() string {
 		if sec.switchFrom == "" && sec.switchTo == "" {
 			continue
 		}
+		if sec.switchFrom == sec.switchTo {
+			// Switched back before the switch away had ended.
+			parts = append(parts, fmt.Sprintf("switching the %s certificates back to %s", sec.name, tlssource.Describe(sec.switchTo)))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("switching the %s certificates from %s to %s", sec.name, tlssource.Describe(sec.switchFrom), tlssource.Describe(sec.switchTo)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// endUnusedRotation ends a rotation of the section's operator CA that a
+// switch to another source cut short (tlssource.OperatorCAUnused): no member
+// trusts that CA or holds a certificate of it, so nothing is rolled. The
+// new CA of pass 1 becomes the signing one (the rotation was asked for, or
+// the old CA nears its end), the one pass 2 replaced is forgotten. Left in
+// place, the rotation would take its next step when the CA is offered
+// again by a switch back: reissuing from a CA the members' bundle does not
+// hold, or waiting for certificates only the switch's own pass 2 gives, a
+// wait the switch holds in turn.
+func (r *Reconciler) endUnusedRotation(ctx context.Context, s *scope, section string, st *caState, adopted string) (*caState, error) {
+	if st.next == nil && st.previous == nil {
+		return st, nil
+	}
+	secret := st.secret.DeepCopy()
+	if st.next != nil {
+		secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = secret.Data[nextCertKey], secret.Data[nextKeyKey]
+	}
+	delete(secret.Data, nextCertKey)
+	delete(secret.Data, nextKeyKey)
+	delete(secret.Data, previousCertKey)
+	if err := r.Update(ctx, secret); err != nil {
+		return nil, fmt.Errorf("failed to end the %s CA rotation left in Secret %s: %w", section, secret.Name, err)
+	}
+	ended, err := readCAState(secret)
+	if err != nil {
+		return nil, err
+	}
+	ctrl.LoggerFrom(ctx).Info("CA rotation cut short by a source switch ended", "section", section, "source", adopted)
+	r.event(s.cluster, corev1.EventTypeNormal, "CARotationCompleted", "RotateCA",
+		"The %s CA rotation the switch to %s cut short ends without restarts: no member trusts the operator's CA any more, so its newest CA signs from now on", section, tlssource.Describe(adopted))
+	return ended, nil
 }
