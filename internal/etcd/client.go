@@ -328,14 +328,14 @@ func (c *client) AdvanceLog(ctx context.Context, n int) error {
 func (c *client) MoveLeader(ctx context.Context, transfereeID uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
 	defer cancel()
-	leaderEndpoint, leaderID, err := c.findLeader(ctx)
+	leaderEndpoint, leaderID, answered, err := c.findLeader(ctx)
 	if err != nil {
 		return &CallError{Op: OpMoveLeader, Err: classifyReply(OpMoveLeader, err)}
 	}
 	if leaderID == transfereeID {
 		return nil
 	}
-	if err := c.transfereeVotes(ctx, transfereeID); err != nil {
+	if err := c.transfereeVotes(ctx, transfereeID, answered); err != nil {
 		return err
 	}
 	// Only the leader accepts MoveLeader; clientv3's Maintenance.MoveLeader
@@ -354,10 +354,21 @@ func (c *client) MoveLeader(ctx context.Context, transfereeID uint64) error {
 // applies its own promotion only once it learns the entry committed, up to
 // a heartbeat after the leader did; until then it ignores the leader's
 // hand-over (raft's MsgTimeoutNow), the leader gives up after an election
-// timeout, and etcd's MoveLeader waits out the caller's whole deadline. A
-// transferee that cannot be reached would never take over either. Both
-// are told at once, as a *CallError wrapping ErrTransfereeNotReady.
-func (c *client) transfereeVotes(ctx context.Context, id uint64) error {
+// timeout, and etcd's MoveLeader waits out the caller's whole deadline.
+// That is told at once, as a *CallError wrapping ErrTransfereeNotReady. The
+// transferee's answer is taken from our own endpoints when it is among
+// them: its advertised URL may not be reachable from here (the plugin
+// reaches members through port-forward tunnels).
+func (c *client) transfereeVotes(ctx context.Context, id uint64, answered []EndpointStatus) error {
+	for _, st := range answered {
+		if st.MemberID != id {
+			continue
+		}
+		if st.IsLearner {
+			return &CallError{Op: OpMoveLeader, Endpoint: st.Endpoint, Err: fmt.Errorf("member %s does not vote yet in its own view (a learner, or a promotion it has not applied): %w", FormatMemberID(id), ErrTransfereeNotReady)}
+		}
+		return nil
+	}
 	list, err := c.memberList(ctx)
 	if err != nil {
 		return &CallError{Op: OpMoveLeader, Err: classifyReply(OpMoveLeader, err)}
@@ -373,25 +384,31 @@ func (c *client) transfereeVotes(ctx context.Context, id uint64) error {
 	}
 	ep := m.ClientURLs[0]
 	var st EndpointStatus
-	err = c.onEndpoint(ctx, ep, func(ctx context.Context, conn *grpc.ClientConn) error {
+	// Half the call's time at most, so that the move itself keeps some.
+	pctx, cancel := context.WithTimeout(ctx, c.opts.callTimeout/2)
+	defer cancel()
+	err = c.onEndpoint(pctx, ep, func(ctx context.Context, conn *grpc.ClientConn) error {
 		var err error
 		st, err = statusOn(ctx, conn, ep)
 		return err
 	})
 	switch {
 	case err != nil:
-		return &CallError{Op: OpMoveLeader, Endpoint: ep, Err: fmt.Errorf("member %s did not answer: %w: %w", FormatMemberID(id), ErrTransfereeNotReady, err)}
+		// Not reachable from here says nothing of the leader's view of
+		// it: let etcd try, as it would without this check.
+		return nil
 	case st.IsLearner:
-		return &CallError{Op: OpMoveLeader, Endpoint: ep, Err: fmt.Errorf("member %s has not applied its promotion yet: %w", FormatMemberID(id), ErrTransfereeNotReady)}
+		return &CallError{Op: OpMoveLeader, Endpoint: ep, Err: fmt.Errorf("member %s does not vote yet in its own view (a learner, or a promotion it has not applied): %w", FormatMemberID(id), ErrTransfereeNotReady)}
 	}
 	return nil
 }
 
 // findLeader asks every endpoint for its status in parallel and returns the
-// endpoint of the member that claims leadership in the highest term. When
+// endpoint of the member that claims leadership in the highest term, and
+// every answer it got. When
 // the leader is not among our endpoints it falls back to the client URL the
 // leader advertises in the member list.
-func (c *client) findLeader(ctx context.Context) (string, uint64, error) {
+func (c *client) findLeader(ctx context.Context) (string, uint64, []EndpointStatus, error) {
 	statuses := make([]EndpointStatus, len(c.endpoints))
 	errs := make([]error, len(c.endpoints))
 	var wg sync.WaitGroup
@@ -420,21 +437,21 @@ func (c *client) findLeader(ctx context.Context) (string, uint64, error) {
 		}
 	}
 	if i := HighestTerm(claims); i >= 0 {
-		return claims[i].Endpoint, claims[i].MemberID, nil
+		return claims[i].Endpoint, claims[i].MemberID, answered, nil
 	}
 	if i := HighestTerm(answered); i >= 0 {
 		seen := answered[i]
 		list, err := c.memberList(ctx)
 		if err != nil {
-			return "", 0, fmt.Errorf("failed to look up client URLs of leader %s: %w", FormatMemberID(seen.LeaderID), err)
+			return "", 0, nil, fmt.Errorf("failed to look up client URLs of leader %s: %w", FormatMemberID(seen.LeaderID), err)
 		}
 		if m, ok := list.Find(seen.LeaderID); ok && len(m.ClientURLs) > 0 {
-			return m.ClientURLs[0], m.ID, nil
+			return m.ClientURLs[0], m.ID, answered, nil
 		}
 	}
 	// ErrNoLeader keeps this classified as IsUnavailable: an election or a
 	// partition is in progress, or none of our endpoints answered.
-	return "", 0, fmt.Errorf("failed to find the leader among %v: %w", c.endpoints, errors.Join(append([]error{rpctypes.ErrNoLeader}, errs...)...))
+	return "", 0, nil, fmt.Errorf("failed to find the leader among %v: %w", c.endpoints, errors.Join(append([]error{rpctypes.ErrNoLeader}, errs...)...))
 }
 
 func toMember(m *pb.Member) Member {

@@ -198,6 +198,9 @@ func TestLearnerLifecycle(t *testing.T) {
 	// call's deadline.
 	err = both.MoveLeader(ctx, learner.ID)
 	g.Expect(classify(err)).To(Equal([]string{"TransfereeNotReady"}), "to a learner: %v", err)
+	expectCallError(g, err, "MoveLeader", m2.clientURL)
+	err = c.MoveLeader(ctx, learner.ID)
+	g.Expect(classify(err)).To(Equal([]string{"TransfereeNotReady"}), "to a learner not among the endpoints: %v", err)
 	expectCallError(g, err, "MoveLeader", "")
 
 	g.Eventually(func() error {

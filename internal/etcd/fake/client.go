@@ -489,8 +489,9 @@ func (c *Client) MoveLeader(ctx context.Context, transfereeID uint64) error {
 	case f.members[i].IsLearner || len(f.members[i].ClientURLs) == 0:
 		return fail(etcd.OpMoveLeader, "", etcd.ErrTransfereeNotReady)
 	}
-	if ep := f.members[i].ClientURLs[0]; f.endpointErr[ep] != nil {
-		return fail(etcd.OpMoveLeader, ep, fmt.Errorf("%w: %w", etcd.ErrTransfereeNotReady, f.endpointErr[ep]))
+	if f.endpointErr[f.members[i].ClientURLs[0]] != nil {
+		// A transferee that is down never takes over; the call times out.
+		return fail(etcd.OpMoveLeader, leader.ClientURLs[0], context.DeadlineExceeded)
 	}
 	f.setLeader(transfereeID)
 	f.MovedLeader = append(f.MovedLeader, transfereeID)
