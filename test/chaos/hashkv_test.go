@@ -49,6 +49,15 @@ func TestCompareHashesReportsEachDifference(t *testing.T) {
 			h[1].Err = "future revision"
 			return h
 		}(), "d: no hash at revision 40: future revision"},
+		// A member behind on a compaction hashes more revisions: its hash
+		// differs without any difference in the data, so it is not
+		// compared, but it is reported.
+		{"a member behind on a compaction", func() []MemberHash {
+			h := hashes(7, 7, 9)
+			h[0].CompactRevision, h[1].CompactRevision = 40, 40
+			h[0].Hash, h[1].Hash = 8, 8
+			return h
+		}(), "e had not applied the compaction at 40"},
 		{"a member answered for another revision", func() []MemberHash {
 			h := hashes(7, 7, 7)
 			h[2].HashRevision = 41

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -17,19 +18,25 @@ import (
 // common revision: a member that just caught up may still be applying.
 const hashWithin = time.Minute
 
-// hashMembers asks every live member, on its own endpoint, for the hash of
-// its key-value store at one revision: the cluster's revision now, read
+// hashMembers asks every voter, on its own endpoint, for the hash of its
+// key-value store at one revision: the cluster's revision now, read
 // linearizably through the client Service. A member behind that revision
-// answers with an error until it has applied it, so each is asked until it
-// answers or hashWithin has passed.
+// answers with an error until it has applied it, and one behind the latest
+// compaction another member reports hashes more revisions (a compaction is
+// an entry of the log like any other, which a follower applies up to a
+// heartbeat after the leader); so each is asked until it answers at the
+// latest compaction seen or hashWithin has passed. Only etcd's voters are
+// hashed, by their EtcdMember's name: a learner the operator has just added
+// (self-heal may replace a member at any time) may have no Pod yet, and
+// holds no data anyone relies on.
 func (r *run) hashMembers(ctx context.Context, svc *clientv3.Client, cluster string) ([]chaos.MemberHash, error) {
 	rev, err := currentRevision(ctx, svc)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the revision of %s: %w", cluster, err)
 	}
-	pods, err := r.env.MemberPods(ctx, r.cfg.Namespace, cluster)
+	voters, err := votersByName(ctx, svc)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list the members of %s: %w", cluster, err)
 	}
 	members, err := r.listMembers(ctx, cluster)
 	if err != nil {
@@ -37,26 +44,85 @@ func (r *run) hashMembers(ctx context.Context, svc *clientv3.Client, cluster str
 	}
 	var out []chaos.MemberHash
 	for _, m := range members {
-		if !m.DeletionTimestamp.IsZero() {
+		if !m.DeletionTimestamp.IsZero() || !voters[m.Name] {
 			continue
 		}
-		h := chaos.MemberHash{Member: m.Name, Revision: rev}
-		p := pods[m.Name]
-		if p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
-			h.Err = "no running Pod with an address"
-			out = append(out, h)
-			continue
-		}
-		r.hashMember(ctx, fmt.Sprintf("http://%s:%d", p.Status.PodIP, v1alpha1.ClientPort), &h)
-		out = append(out, h)
+		out = append(out, chaos.MemberHash{Member: m.Name, Revision: rev})
 	}
+	hashEach(ctx, out, func(ctx context.Context, name string) (string, error) { return r.podEndpoint(ctx, cluster, name) })
 	sort.Slice(out, func(i, j int) bool { return out[i].Member < out[j].Member })
 	return out, nil
 }
 
-// hashMember fills h from the member's HashKV at h.Revision, or its last
-// error.
-func (r *run) hashMember(ctx context.Context, ep string, h *chaos.MemberHash) {
+// hashEach fills each of hs from its member's HashKV, on the endpoint
+// endpoint gives for it, then asks again those that answered behind the
+// latest compaction seen until they have applied it.
+func hashEach(ctx context.Context, hs []chaos.MemberHash, endpoint func(context.Context, string) (string, error)) {
+	eps := make([]string, len(hs))
+	var compacted int64
+	for i := range hs {
+		ep, err := endpoint(ctx, hs[i].Member)
+		if err != nil {
+			hs[i].Err = err.Error()
+			continue
+		}
+		eps[i] = ep
+		hashMember(ctx, ep, &hs[i], 0)
+		compacted = max(compacted, hs[i].CompactRevision)
+	}
+	for i := range hs {
+		if h := &hs[i]; h.Err == "" && h.CompactRevision < compacted {
+			hashMember(ctx, eps[i], h, compacted)
+		}
+	}
+}
+
+// votersByName is the set of the names etcd lists as voters.
+func votersByName(ctx context.Context, svc *clientv3.Client) (map[string]bool, error) {
+	var names map[string]bool
+	err := framework.WaitFor(ctx, finalReadWithin, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		resp, err := svc.MemberList(ctx)
+		if err != nil {
+			return false, nil
+		}
+		names = map[string]bool{}
+		for _, m := range resp.Members {
+			if !m.IsLearner {
+				names[m.Name] = true
+			}
+		}
+		return true, nil
+	})
+	return names, err
+}
+
+// podEndpoint is the client URL of the member's running Pod, once it has an
+// address (within hashWithin).
+func (r *run) podEndpoint(ctx context.Context, cluster, name string) (string, error) {
+	var ep string
+	err := framework.WaitFor(ctx, hashWithin, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		pods, err := r.env.MemberPods(ctx, r.cfg.Namespace, cluster)
+		if err != nil {
+			return false, nil
+		}
+		if p := pods[name]; p != nil && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			ep = fmt.Sprintf("http://%s:%d", p.Status.PodIP, v1alpha1.ClientPort)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", errors.New("no running Pod with an address")
+	}
+	return ep, nil
+}
+
+// hashMember fills h from the member's HashKV at h.Revision, at a
+// compaction no older than compacted, or its last error. Having answered
+// at all, it keeps that answer if the compaction is not reached in time.
+func hashMember(ctx context.Context, ep string, h *chaos.MemberHash, compacted int64) {
 	cli, err := framework.EtcdClient(ep)
 	if err != nil {
 		h.Err = err.Error()
@@ -64,6 +130,7 @@ func (r *run) hashMember(ctx context.Context, ep string, h *chaos.MemberHash) {
 	}
 	defer func() { _ = cli.Close() }()
 	var last error
+	answered := false
 	err = framework.WaitFor(ctx, hashWithin, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -72,10 +139,11 @@ func (r *run) hashMember(ctx context.Context, ep string, h *chaos.MemberHash) {
 			last = err
 			return false, nil
 		}
+		answered = true
 		h.Hash, h.HashRevision, h.CompactRevision = resp.Hash, resp.HashRevision, resp.CompactRevision
-		return true, nil
+		return resp.CompactRevision >= compacted, nil
 	})
-	if err != nil {
+	if err != nil && !answered {
 		if last == nil {
 			last = err
 		}

@@ -90,12 +90,12 @@ func TestKubeTrafficOnRealEtcd(t *testing.T) {
 			g.Expect(violations[0].Invariant).To(BeElementOf(chaos.InvWatchReliable, chaos.InvWatchResumable))
 
 			var hashes []chaos.MemberHash
-			r := &run{}
+			urls := map[string]string{}
 			for _, m := range members {
-				mh := chaos.MemberHash{Member: m.Name, Revision: k.writer.lastAcked()}
-				r.hashMember(ctx, m.ClientURL, &mh)
-				hashes = append(hashes, mh)
+				hashes = append(hashes, chaos.MemberHash{Member: m.Name, Revision: k.writer.lastAcked()})
+				urls[m.Name] = m.ClientURL
 			}
+			hashEach(ctx, hashes, func(_ context.Context, name string) (string, error) { return urls[name], nil })
 			if strings.HasPrefix(version, "v3.5.") {
 				g.Expect(hashes[0].HashRevision).To(BeZero(), "etcd 3.5 answers no hash revision")
 			}
