@@ -64,7 +64,11 @@ func CompareHashes(hashes []MemberHash) []Violation {
 			ok = append(ok, h)
 		}
 	}
-	compacted := slices.MaxFunc(append([]MemberHash{{}}, ok...), func(a, b MemberHash) int { return cmp.Compare(a.CompactRevision, b.CompactRevision) }).CompactRevision
+	if len(ok) == 0 {
+		return out
+	}
+	// etcd reports -1 before its first compaction.
+	compacted := slices.MaxFunc(ok, func(a, b MemberHash) int { return cmp.Compare(a.CompactRevision, b.CompactRevision) }).CompactRevision
 	ok = slices.DeleteFunc(ok, func(h MemberHash) bool {
 		if h.CompactRevision == compacted {
 			return false

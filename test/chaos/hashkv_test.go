@@ -17,6 +17,14 @@ func TestCompareHashesEqual(t *testing.T) {
 	if v := CompareHashes(hashes(7, 7, 7)); len(v) != 0 {
 		t.Fatalf("equal hashes: %v", v)
 	}
+	// etcd reports compact revision -1 before its first compaction.
+	never := hashes(7, 7, 7)
+	for i := range never {
+		never[i].CompactRevision = -1
+	}
+	if v := CompareHashes(never); len(v) != 0 {
+		t.Fatalf("equal hashes, never compacted: %v", v)
+	}
 	if v := CompareHashes(nil); len(v) != 0 {
 		t.Fatalf("no member: %v", v)
 	}

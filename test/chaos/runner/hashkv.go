@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -59,7 +60,8 @@ func (r *run) hashMembers(ctx context.Context, svc *clientv3.Client, cluster str
 // latest compaction seen until they have applied it.
 func hashEach(ctx context.Context, hs []chaos.MemberHash, endpoint func(context.Context, string) (string, error)) {
 	eps := make([]string, len(hs))
-	var compacted int64
+	// etcd reports -1 before its first compaction.
+	compacted := int64(math.MinInt64)
 	for i := range hs {
 		ep, err := endpoint(ctx, hs[i].Member)
 		if err != nil {
@@ -67,7 +69,7 @@ func hashEach(ctx context.Context, hs []chaos.MemberHash, endpoint func(context.
 			continue
 		}
 		eps[i] = ep
-		hashMember(ctx, ep, &hs[i], 0)
+		hashMember(ctx, ep, &hs[i], math.MinInt64)
 		compacted = max(compacted, hs[i].CompactRevision)
 	}
 	for i := range hs {

@@ -38,6 +38,12 @@ func TestKubeTrafficOnRealEtcd(t *testing.T) {
 			first := k.writer.lastAcked()
 			g.Eventually(acked(first), time.Minute, 50*time.Millisecond).Should(BeNumerically(">=", 100), "the writer makes progress")
 
+			// Before any compaction etcd reports compact revision -1; the
+			// hashes compare all the same.
+			early := hashAll(ctx, members, first)
+			g.Expect(early[0].CompactRevision).To(BeNumerically("==", -1))
+			g.Expect(chaos.CompareHashes(early)).To(BeEmpty())
+
 			// A member's watch streams break: the watchers on it go on
 			// through another member.
 			members[1].Kill()
@@ -89,13 +95,8 @@ func TestKubeTrafficOnRealEtcd(t *testing.T) {
 			g.Expect(violations).NotTo(BeEmpty())
 			g.Expect(violations[0].Invariant).To(BeElementOf(chaos.InvWatchReliable, chaos.InvWatchResumable))
 
-			var hashes []chaos.MemberHash
-			urls := map[string]string{}
-			for _, m := range members {
-				hashes = append(hashes, chaos.MemberHash{Member: m.Name, Revision: k.writer.lastAcked()})
-				urls[m.Name] = m.ClientURL
-			}
-			hashEach(ctx, hashes, func(_ context.Context, name string) (string, error) { return urls[name], nil })
+			hashes := hashAll(ctx, members, k.writer.lastAcked())
+			g.Expect(hashes[0].CompactRevision).To(Equal(rev))
 			if strings.HasPrefix(version, "v3.5.") {
 				g.Expect(hashes[0].HashRevision).To(BeZero(), "etcd 3.5 answers no hash revision")
 			}
@@ -123,4 +124,16 @@ func progressNotifications(w chaos.WatcherLog) int {
 		}
 	}
 	return n
+}
+
+// hashAll hashes every member at rev, as the runner does.
+func hashAll(ctx context.Context, members []*etcdproc.Member, rev int64) []chaos.MemberHash {
+	var hashes []chaos.MemberHash
+	urls := map[string]string{}
+	for _, m := range members {
+		hashes = append(hashes, chaos.MemberHash{Member: m.Name, Revision: rev})
+		urls[m.Name] = m.ClientURL
+	}
+	hashEach(ctx, hashes, func(_ context.Context, name string) (string, error) { return urls[name], nil })
+	return hashes
 }
