@@ -28,11 +28,18 @@ type MemberHash struct {
 	Hash            uint32 `json:"hash"`
 	// Err is why the member gave no hash at the revision.
 	Err string `json:"error,omitempty"`
+	// Raft is the member's own raft view (leader, term, indexes), taken
+	// when it stayed behind a compaction another member had applied: what
+	// the next reader needs to tell a stuck apply from a member elsewhere.
+	Raft string `json:"raft,omitempty"`
 }
 
 func (h MemberHash) String() string {
 	if h.Err != "" {
 		return fmt.Sprintf("%s: no hash at revision %d: %s", h.Member, h.Revision, h.Err)
+	}
+	if h.Raft != "" {
+		return fmt.Sprintf("%s: %08x at revision %d (compacted at %d; %s)", h.Member, h.Hash, h.HashRevision, h.CompactRevision, h.Raft)
 	}
 	return fmt.Sprintf("%s: %08x at revision %d (compacted at %d)", h.Member, h.Hash, h.HashRevision, h.CompactRevision)
 }

@@ -72,11 +72,37 @@ func hashEach(ctx context.Context, hs []chaos.MemberHash, endpoint func(context.
 		hashMember(ctx, ep, &hs[i], math.MinInt64)
 		compacted = max(compacted, hs[i].CompactRevision)
 	}
+	behind := false
 	for i := range hs {
 		if h := &hs[i]; h.Err == "" && h.CompactRevision < compacted {
 			hashMember(ctx, eps[i], h, compacted)
+			behind = behind || h.CompactRevision < compacted
 		}
 	}
+	if behind {
+		// Each member's raft view, the one ahead included, for the report.
+		for i := range hs {
+			if hs[i].Err == "" {
+				hs[i].Raft = raftView(ctx, eps[i])
+			}
+		}
+	}
+}
+
+// raftView is the member's own Status, as one line.
+func raftView(ctx context.Context, ep string) string {
+	cli, err := framework.EtcdClient(ep)
+	if err != nil {
+		return err.Error()
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, ep)
+	if err != nil {
+		return "no status: " + err.Error()
+	}
+	return fmt.Sprintf("member %x sees leader %x in term %d, raft index %d, applied %d, revision %d", st.Header.MemberId, st.Leader, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex, st.Header.Revision)
 }
 
 // votersByName is the set of the names etcd lists as voters.
