@@ -19,6 +19,9 @@ import (
 // common revision: a member that just caught up may still be applying.
 const hashWithin = time.Minute
 
+// hashMarkKey is written before the members are hashed.
+const hashMarkKey = "chaos-hash-mark"
+
 // hashMembers asks every voter, on its own endpoint, for the hash of its
 // key-value store at one revision: the cluster's revision now, read
 // linearizably through the client Service. A member behind that revision
@@ -31,6 +34,19 @@ const hashWithin = time.Minute
 // (self-heal may replace a member at any time) may have no Pod yet, and
 // holds no data anyone relies on.
 func (r *run) hashMembers(ctx context.Context, svc *clientv3.Client, cluster string) ([]chaos.MemberHash, error) {
+	// A member keeps the hash it computed when it finished a compaction,
+	// and answers HashKV at exactly that revision with it: a hash from the
+	// compaction before, which a member that did not compute it (one that
+	// joined from a snapshot) does not give. The checker's own compaction
+	// is at the latest revision, so one write past it first.
+	if err := framework.WaitFor(ctx, finalReadWithin, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err := svc.Put(ctx, hashMarkKey, "")
+		return err == nil, err
+	}); err != nil {
+		return nil, fmt.Errorf("failed to write past the compaction of %s: %w", cluster, err)
+	}
 	rev, err := currentRevision(ctx, svc)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the revision of %s: %w", cluster, err)
