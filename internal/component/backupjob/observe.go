@@ -112,7 +112,7 @@ func PodRefused(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) stri
 		if e.InvolvedObject.UID != job.UID || e.Reason != FailedCreateReason || e.Type != corev1.EventTypeWarning {
 			continue
 		}
-		if latest == nil || eventTime(e).After(eventTime(latest)) {
+		if latest == nil || EventTime(e).After(EventTime(latest)) {
 			latest = e
 		}
 	}
@@ -122,9 +122,9 @@ func PodRefused(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) stri
 	return latest.Message
 }
 
-// eventTime is when an Event last happened, from whichever field the
+// EventTime is when an Event last happened, from whichever field the
 // recorder filled in.
-func eventTime(e *corev1.Event) time.Time {
+func EventTime(e *corev1.Event) time.Time {
 	switch {
 	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
 		return e.Series.LastObservedTime.Time

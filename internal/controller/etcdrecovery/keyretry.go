@@ -87,7 +87,7 @@ func heldUp(job *batchv1.Job, pods []corev1.Pod, warnings []corev1.Event) string
 	}
 	var latest *corev1.Event
 	for i := range warnings {
-		if e := &warnings[i]; e.InvolvedObject.Kind == "Pod" && (latest == nil || eventAfter(e, latest)) {
+		if e := &warnings[i]; e.InvolvedObject.Kind == "Pod" && (latest == nil || backupjob.EventTime(e).After(backupjob.EventTime(latest))) {
 			latest = e
 		}
 	}
@@ -111,21 +111,6 @@ func heldUp(job *batchv1.Job, pods []corev1.Pod, warnings []corev1.Event) string
 		}
 	}
 	return ""
-}
-
-func eventAfter(a, b *corev1.Event) bool {
-	at := func(e *corev1.Event) time.Time {
-		switch {
-		case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-			return e.Series.LastObservedTime.Time
-		case !e.LastTimestamp.IsZero():
-			return e.LastTimestamp.Time
-		case !e.EventTime.IsZero():
-			return e.EventTime.Time
-		}
-		return e.CreationTimestamp.Time
-	}
-	return at(a).After(at(b))
 }
 
 // recordNotRun records a check Job of snapshot, number attempt, that gave
