@@ -180,13 +180,7 @@ func TestTLSEdge_SecretToSecretDuringTransition(t *testing.T) {
 // A source switch asked while the operator's own CA rotates because it
 // nears its end, in pass 1.
 func TestTLSEdge_SourceSwitchDuringAnExpiryRotation(t *testing.T) {
-	h := newHarness(t)
-	names := h.formedTLS(&v1alpha1.TLSSpec{})
-	for _, n := range names {
-		h.buildPod(n, true)
-	}
-	h.serveFromSecrets()
-	h.reconcile()
+	h, names := servingOperatorTLS(t)
 	ca, _, _ := h.caOf("peer")
 	_, leafLife := h.cluster().Spec.TLS.Lifetimes()
 	h.now = carotation.DueAt(ca.NotBefore, ca.NotAfter, leafLife).Add(time.Minute)
@@ -207,13 +201,7 @@ func TestTLSEdge_SourceSwitchDuringAnExpiryRotation(t *testing.T) {
 func TestTLSEdge_SourceSwitchDuringOperatorRotation(t *testing.T) {
 	for _, pass := range []string{v1alpha1.CARotationTrustingNewCA, v1alpha1.CARotationSwitchingCertificates} {
 		t.Run(pass, func(t *testing.T) {
-			h := newHarness(t)
-			names := h.formedTLS(&v1alpha1.TLSSpec{})
-			for _, n := range names {
-				h.buildPod(n, true)
-			}
-			h.serveFromSecrets()
-			h.reconcile()
+			h, names := servingOperatorTLS(t)
 			h.annotate(v1alpha1.RotateCAAnnotation, "1")
 			h.drive(names, func() bool {
 				if h.rotation("peer") != pass {
@@ -317,13 +305,7 @@ func TestTLSEdge_SourceSwitchWhileAMemberIsDown(t *testing.T) {
 func TestTLSEdge_SwitchBackAfterASwitchDuringOperatorRotation(t *testing.T) {
 	for _, pass := range []string{v1alpha1.CARotationTrustingNewCA, v1alpha1.CARotationSwitchingCertificates} {
 		t.Run(pass, func(t *testing.T) {
-			h := newHarness(t)
-			names := h.formedTLS(&v1alpha1.TLSSpec{})
-			for _, n := range names {
-				h.buildPod(n, true)
-			}
-			h.serveFromSecrets()
-			h.reconcile()
+			h, names := servingOperatorTLS(t)
 			before, _, _ := h.caOf("peer")
 			h.annotate(v1alpha1.RotateCAAnnotation, "1")
 			h.drive(names, func() bool { return h.rotation("peer") == pass })
@@ -373,13 +355,7 @@ func TestTLSEdge_BackDuringASwitchThatCutARotationShort(t *testing.T) {
 	}
 	for stage, reached := range stages {
 		t.Run(stage, func(t *testing.T) {
-			h := newHarness(t)
-			names := h.formedTLS(&v1alpha1.TLSSpec{})
-			for _, n := range names {
-				h.buildPod(n, true)
-			}
-			h.serveFromSecrets()
-			h.reconcile()
+			h, names := servingOperatorTLS(t)
 			before, _, _ := h.caOf("peer")
 			h.annotate(v1alpha1.RotateCAAnnotation, "1")
 			h.drive(names, func() bool { return h.rotation("peer") == v1alpha1.CARotationTrustingNewCA })
@@ -416,4 +392,17 @@ func TestTLSEdge_BackDuringASwitchThatCutARotationShort(t *testing.T) {
 			h.expectSwitchSettled(names)
 		})
 	}
+}
+
+// servingOperatorTLS is a formed cluster with the operator's own CAs whose
+// members run and serve the certificates of their Secrets.
+func servingOperatorTLS(t *testing.T) (*harness, []string) {
+	h := newHarness(t)
+	names := h.formedTLS(&v1alpha1.TLSSpec{})
+	for _, n := range names {
+		h.buildPod(n, true)
+	}
+	h.serveFromSecrets()
+	h.reconcile()
+	return h, names
 }
