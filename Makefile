@@ -10,6 +10,9 @@ LOCALCLUSTER := bin/localcluster
 LOCAL_KUBECONFIG := $(CURDIR)/.cache/localcluster/kubeconfig
 LOCAL_KUBECTL := $(CURDIR)/.cache/localcluster/bin/kubectl
 E2E_TIMEOUT ?= 60m
+# The e2e suite's output, kept for the summary of failed tests printed last
+# (CI shows the end of the output, after the operator's logs and the teardown).
+E2E_LOG := $(CURDIR)/.cache/artifacts/e2e/go-test.log
 # Parallel e2e tests at once. They mostly wait on etcd and the kubelet, so
 # more run than there are cores; tests that stop nodes or the operator call
 # framework.Serial instead of t.Parallel and run alone, before the parallel ones.
@@ -117,7 +120,8 @@ test-integration: $(LOCALCLUSTER) ## Tests against real etcd processes on loopba
 	@# builds come first, once, outside the tests' timeout: on a fresh
 	@# machine nothing has installed them yet, and cluster-up finds them cached.
 	$(LOCALCLUSTER) prepare
-	$(GO) test -tags integration -race -count=1 -timeout 20m -artifacts -outputdir=$(INTEGRATION_ARTIFACTS) -v $(INTEGRATION_PKGS)
+	$(GO) test -tags integration -race -count=1 -timeout 20m -artifacts -outputdir=$(INTEGRATION_ARTIFACTS) -v $(INTEGRATION_PKGS) 2>&1 | \
+	  tee $(INTEGRATION_ARTIFACTS)/go-test.log || { awk -v KEEP=8 -f hack/test-failures.awk $(INTEGRATION_ARTIFACTS)/go-test.log; exit 1; }
 
 .PHONY: test-lifecycle
 test-lifecycle: $(LOCALCLUSTER) ## Up, node stop, down, up, down on 3 nodes: nothing of the cluster may remain.
@@ -129,15 +133,17 @@ test-lifecycle: $(LOCALCLUSTER) ## Up, node stop, down, up, down on 3 nodes: not
 .PHONY: test-e2e
 test-e2e: $(LOCALCLUSTER) prometheus monitoring-crds ## Bring a 3-node cluster up, install the chart (two replicas) into a namespace enforcing the restricted Pod Security level, run the e2e suite, bring the cluster down.
 	$(LOCALCLUSTER) up --nodes $(E2E_NODES)
+	rm -rf $(dir $(E2E_LOG)); mkdir -p $(dir $(E2E_LOG))
 	status=0; \
 	{ $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) create namespace $(RELEASE_NAMESPACE) && \
 	  $(LOCAL_KUBECTL) --kubeconfig $(LOCAL_KUBECONFIG) label namespace $(RELEASE_NAMESPACE) \
 	    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted && \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) image deploy HELM_ARGS="--values $(E2E_OPERATOR_VALUES)" && \
-	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -parallel $(E2E_PARALLEL) -v ./test/e2e/...; } || status=$$?; \
+	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -parallel $(E2E_PARALLEL) -v ./test/e2e/... 2>&1 | tee $(E2E_LOG); } || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LOCALCLUSTER) status || true; \
 	  KUBECONFIG=$(LOCAL_KUBECONFIG) $(LOCAL_KUBECTL) logs -n $(RELEASE_NAMESPACE) -l app.kubernetes.io/name=etcd-operator --tail=200 || true; fi; \
 	$(LOCALCLUSTER) down || status=1; \
+	if [ $$status -ne 0 ] && [ -s $(E2E_LOG) ]; then awk -v KEEP=8 -f hack/test-failures.awk $(E2E_LOG); fi; \
 	exit $$status
 
 # The long chaos run (make chaos): how long faults are started for, and the
