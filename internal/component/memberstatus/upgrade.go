@@ -44,9 +44,14 @@ func upgrade(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember) error
 	if err != nil {
 		return err
 	}
-	if err := c.Patch(ctx, m, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+	// A copy: the caller's changes to m are what it is about to apply. The
+	// patch was guarded by m's resourceVersion, so m is still the member as
+	// it was read, at the version the patch made.
+	got := m.DeepCopy()
+	if err := c.Patch(ctx, got, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 		return fmt.Errorf("failed to hand the status fields of EtcdMember %s to their field managers: %w", m.Name, err)
 	}
+	m.ResourceVersion, m.ManagedFields = got.ResourceVersion, got.ManagedFields
 	return nil
 }
 
