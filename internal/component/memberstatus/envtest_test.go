@@ -75,7 +75,7 @@ func managersOf(g *WithT, m *v1alpha1.EtcdMember) map[string][]string {
 		}
 		g.Expect(e.Operation).To(Equal(metav1.ManagedFieldsOperationApply), "manager %s writes status by %s", e.Manager, e.Operation)
 		var fields map[string]map[string]any
-		g.Expect(json.Unmarshal(e.FieldsV1.Raw, &fields)).To(Succeed())
+		g.Expect(json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields)).To(Succeed())
 		for k := range fields["f:status"] {
 			if k != "." {
 				out[k[len("f:"):]] = append(out[k[len("f:"):]], e.Manager)

@@ -1,7 +1,6 @@
 package memberstatus
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -111,7 +110,7 @@ func split(entries []metav1.ManagedFieldsEntry) ([]metav1.ManagedFieldsEntry, bo
 		if err != nil {
 			return nil, false, err
 		}
-		out[i].FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		out[i].FieldsV1 = metav1.NewFieldsV1(string(raw))
 	}
 	return out, true, nil
 }
@@ -134,7 +133,7 @@ func decode(e metav1.ManagedFieldsEntry) (fieldpath.Set, error) {
 	if e.FieldsV1 == nil {
 		return set, nil
 	}
-	err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw))
+	err := set.FromJSON(e.FieldsV1.GetRawReader())
 	return set, err
 }
 

@@ -9,7 +9,7 @@ import (
 
 func entry(manager string, op metav1.ManagedFieldsOperationType, sub, fields string) metav1.ManagedFieldsEntry {
 	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "etcd.quorumctl.io/v1alpha1",
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}, Subresource: sub}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields), Subresource: sub}
 }
 
 // fieldsOf is the manager's entry of the subresource, decoded to its paths.
