@@ -15,12 +15,14 @@ import (
 )
 
 // newFake is controller-runtime's fake API server with its default
-// tracker, which keeps managed fields and applies as the API server does.
-func newFake(t *testing.T, objs ...client.Object) client.Client {
+// tracker, which keeps managed fields and applies as the API server does,
+// holding member m.
+func newFake(t *testing.T) client.Client {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
-	return fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+	m := &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"}}
+	return fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(m).
 		WithStatusSubresource(&v1alpha1.EtcdMember{}).WithReturnManagedFields().Build()
 }
 
@@ -35,7 +37,7 @@ func read(g *WithT, c client.Client, name string) *v1alpha1.EtcdMember {
 func TestApplyWritesOnlyItsConcern(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	c := newFake(t, &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"}})
+	c := newFake(t)
 
 	stale := read(g, c, "m")
 	m := read(g, c, "m")
@@ -72,7 +74,7 @@ func TestApplyWritesOnlyItsConcern(t *testing.T) {
 func TestApplyUpdatesTheObject(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	c := newFake(t, &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"}})
+	c := newFake(t)
 	m := read(g, c, "m")
 	m.Status.PodName = "m"
 	g.Expect(Apply(ctx, c, m, Member)).To(Succeed())
@@ -89,9 +91,9 @@ func TestApplyUpdatesTheObject(t *testing.T) {
 func TestApplyIfUnchanged(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	c := newFake(t, &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"}})
-	stale := read(g, c, "m")
+	c := newFake(t)
 	m := read(g, c, "m")
+	stale := m.DeepCopy()
 	now := metav1.Now()
 	m.Status.RolledAt, m.Status.RestartApproved = &now, "h2"
 	g.Expect(Apply(ctx, c, m, Restart)).To(Succeed())

@@ -35,51 +35,38 @@ func (c Concern) Project(s *v1alpha1.EtcdMemberStatus) v1alpha1.EtcdMemberStatus
 // resourceVersion it read (IfUnchanged).
 var (
 	// MemberID is latched by the cluster controller from etcd's member list.
-	MemberID = Concern{Manager: v1alpha1.FieldOwner + "/cluster-member-id",
-		project: func(s *v1alpha1.EtcdMemberStatus) v1alpha1.EtcdMemberStatus {
-			return v1alpha1.EtcdMemberStatus{MemberID: s.MemberID}
-		}}
+	MemberID = concern("cluster-member-id", func(s *status) status { return status{MemberID: s.MemberID} })
 	// Role follows etcd's member list, written by the cluster controller.
-	Role = Concern{Manager: v1alpha1.FieldOwner + "/cluster-role",
-		project: func(s *v1alpha1.EtcdMemberStatus) v1alpha1.EtcdMemberStatus {
-			return v1alpha1.EtcdMemberStatus{Role: s.Role}
-		}}
+	Role = concern("cluster-role", func(s *status) status { return status{Role: s.Role} })
 	// Fence is the cluster controller's reason to keep a member out of
 	// client traffic.
-	Fence = Concern{Manager: v1alpha1.FieldOwner + "/cluster-fence",
-		project: func(s *v1alpha1.EtcdMemberStatus) v1alpha1.EtcdMemberStatus {
-			return v1alpha1.EtcdMemberStatus{Fenced: s.Fenced}
-		}}
+	Fence = concern("cluster-fence", func(s *status) status { return status{Fenced: s.Fenced} })
 	// Restart is a rollout's restart: the approval the member controller
 	// waits for and when it was given. One write holds both, so that no
 	// member is restarted without the record that tells self-heal its
 	// silence is on purpose.
-	Restart = Concern{Manager: v1alpha1.FieldOwner + "/cluster-restart",
-		project: func(s *v1alpha1.EtcdMemberStatus) v1alpha1.EtcdMemberStatus {
-			return v1alpha1.EtcdMemberStatus{RolledAt: s.RolledAt, RestartApproved: s.RestartApproved}
-		}}
+	Restart = concern("cluster-restart", func(s *status) status { return status{RolledAt: s.RolledAt, RestartApproved: s.RestartApproved} })
 	// Maintenance is what the cluster controller is doing to the member.
-	Maintenance = Concern{Manager: v1alpha1.FieldOwner + "/cluster-maintenance",
-		project: func(s *v1alpha1.EtcdMemberStatus) v1alpha1.EtcdMemberStatus {
-			return v1alpha1.EtcdMemberStatus{Maintenance: s.Maintenance}
-		}}
+	Maintenance = concern("cluster-maintenance", func(s *status) status { return status{Maintenance: s.Maintenance} })
 	// Defrag is when the cluster controller last finished defragmenting
 	// the member.
-	Defrag = Concern{Manager: v1alpha1.FieldOwner + "/cluster-defrag",
-		project: func(s *v1alpha1.EtcdMemberStatus) v1alpha1.EtcdMemberStatus {
-			return v1alpha1.EtcdMemberStatus{LastDefragTime: s.LastDefragTime}
-		}}
+	Defrag = concern("cluster-defrag", func(s *status) status { return status{LastDefragTime: s.LastDefragTime} })
 	// Member is everything the member controller reports: its Pod, its
 	// readiness, its version, its first boot and the startup flags.
-	Member = Concern{Manager: v1alpha1.FieldOwner + "/member",
-		project: func(s *v1alpha1.EtcdMemberStatus) v1alpha1.EtcdMemberStatus {
-			return v1alpha1.EtcdMemberStatus{
-				ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions,
-				PodName: s.PodName, PodUID: s.PodUID, Version: s.Version, NodeName: s.NodeName,
-				FirstReadyTime: s.FirstReadyTime, ForceNewCluster: s.ForceNewCluster,
-			}
-		}}
+	Member = concern("member", func(s *status) status {
+		return status{
+			ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions,
+			PodName: s.PodName, PodUID: s.PodUID, Version: s.Version, NodeName: s.NodeName,
+			FirstReadyTime: s.FirstReadyTime, ForceNewCluster: s.ForceNewCluster,
+		}
+	})
 )
+
+type status = v1alpha1.EtcdMemberStatus
+
+func concern(name string, project func(s *status) status) Concern {
+	return Concern{Manager: v1alpha1.FieldOwner + "/" + name, project: project}
+}
 
 // Concerns are all of them; each status field belongs to exactly one
 // (TestConcernsPartitionStatus).

@@ -5,8 +5,6 @@ package memberstatus_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -15,40 +13,25 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/memberstatus"
+	"github.com/quorumctl/etcd-operator/test/testenv"
 )
 
 var k8s client.Client
 
-// TestMain starts a real kube-apiserver and etcd (KUBEBUILDER_ASSETS) with
-// the chart's CRDs: field ownership is the API server's, not a fake's.
+// TestMain: field ownership is a real API server's, not a fake's.
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set; run through make test-envtest")
-		os.Exit(1)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "charts", "etcd-operator", "crds")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "failed to start envtest: %v\n", err)
-		os.Exit(1)
-	}
-	scheme := runtime.NewScheme()
-	_ = v1alpha1.AddToScheme(scheme)
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintf(os.Stderr, "failed to create a client: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, filepath.Join("..", "..", ".."), func(cfg *rest.Config) error {
+		scheme := runtime.NewScheme()
+		_ = v1alpha1.AddToScheme(scheme)
+		var err error
+		k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+		return err
+	})
 }
 
 func get(g *WithT, name string) *v1alpha1.EtcdMember {
