@@ -175,7 +175,7 @@ test-demo: $(LOCALCLUSTER) ## make demo (on 3 nodes) from a clean state dir, twi
 
 .PHONY: test-envtest
 test-envtest: $(LOCALCLUSTER) ## CRD validation (every CEL rule), and the chart's RBAC and admission policy, against the local cluster's real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$$($(LOCALCLUSTER) envtest-assets) $(GO) test -tags envtest -count=1 -v ./api/... ./test/rbac/...
+	KUBEBUILDER_ASSETS=$$($(LOCALCLUSTER) envtest-assets) $(GO) test -tags envtest -count=1 -v ./api/... ./internal/component/memberstatus/... ./test/rbac/...
 
 ##@ Development
 

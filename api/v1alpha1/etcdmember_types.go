@@ -90,6 +90,9 @@ type EtcdMemberSpec struct {
 
 // EtcdMemberStatus is the observed state of one member.
 type EtcdMemberStatus struct {
+	// Every field has one writer, under the field manager of its concern in
+	// internal/component/memberstatus: a new field joins exactly one.
+
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 

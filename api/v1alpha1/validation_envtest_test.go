@@ -5,7 +5,6 @@ package v1alpha1_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,11 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/test/testenv"
 )
 
 var k8s client.Client
@@ -28,30 +28,15 @@ var k8s client.Client
 // binaries, from KUBEBUILDER_ASSETS) with the generated CRDs installed, so
 // every CEL rule is checked by the API server that enforces it in production.
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set; run through make test-envtest")
-		os.Exit(1)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "charts", "etcd-operator", "crds")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "failed to start envtest: %v\n", err)
-		os.Exit(1)
-	}
-	scheme := runtime.NewScheme()
-	_ = v1alpha1.AddToScheme(scheme)
-	// The ratcheting test edits the CRDs.
-	_ = apiextensionsv1.AddToScheme(scheme)
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintf(os.Stderr, "failed to create a client: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, filepath.Join("..", ".."), func(cfg *rest.Config) error {
+		scheme := runtime.NewScheme()
+		_ = v1alpha1.AddToScheme(scheme)
+		// The ratcheting test edits the CRDs.
+		_ = apiextensionsv1.AddToScheme(scheme)
+		var err error
+		k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+		return err
+	})
 }
 
 func newCluster(name string, mutate func(*v1alpha1.EtcdCluster)) *v1alpha1.EtcdCluster {

@@ -27,6 +27,8 @@ var declared = map[string][]rbac.Permission{
 		{Resource: "secrets", Verb: "get"}, {Resource: "secrets", Verb: "list"}, {Resource: "secrets", Verb: "watch"},
 		{Resource: "configmaps", Verb: "get"}, {Resource: "configmaps", Verb: "list"}, {Resource: "configmaps", Verb: "watch"},
 	},
+	// Applies one concern's fields of an EtcdMember's status.
+	"memberstatus.Apply": {{Group: v1alpha1.GroupVersion.Group, Resource: "etcdmembers/status", Verb: "patch"}},
 }
 
 // byDefault is what every authenticated user may do (Kubernetes'

@@ -291,6 +291,10 @@ func (f *finder) clientCall(fset *token.FileSet, info *types.Info, call *ast.Cal
 		if cached {
 			verbs = append(verbs, "watch")
 		}
+	case "Apply":
+		// Server-side apply is a PATCH; its apply configuration rarely
+		// has a type that names its kind, so it is declared.
+		verbs = []string{"patch"}
 	case "Create", "Patch", "Update", "Delete", "DeleteAllOf":
 		verbs = []string{strings.ToLower(fn.Name())}
 		if fn.Name() == "DeleteAllOf" {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/memberstatus"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 )
@@ -204,19 +205,22 @@ func (r *Reconciler) setInitialCluster(ctx context.Context, m *v1alpha1.EtcdMemb
 	return nil
 }
 
-// patchMemberStatus records what etcd says about a member. Only memberID and
-// role are sent, so the member controller's own status fields are untouched.
+// patchMemberStatus records what etcd says about a member: its ID, latched
+// once, and its role. Each has its own field manager, so clearing the role
+// can never clear an ID that a read behind the API server does not show.
 func (r *Reconciler) patchMemberStatus(ctx context.Context, m *v1alpha1.EtcdMember, id string, role v1alpha1.MemberRole) error {
-	if m.Status.MemberID == id && m.Status.Role == role {
+	if m.Status.MemberID == "" && id != "" {
+		m.Status.MemberID = id
+		if err := memberstatus.Apply(ctx, r.Client, m, memberstatus.MemberID); err != nil {
+			return fmt.Errorf("failed to record the member ID of EtcdMember %s: %w", m.Name, err)
+		}
+	}
+	if m.Status.Role == role {
 		return nil
 	}
-	patch := client.MergeFrom(m.DeepCopy())
-	if m.Status.MemberID == "" {
-		m.Status.MemberID = id
-	}
 	m.Status.Role = role
-	if err := r.Status().Patch(ctx, m, patch); err != nil {
-		return fmt.Errorf("failed to patch status of EtcdMember %s: %w", m.Name, err)
+	if err := memberstatus.Apply(ctx, r.Client, m, memberstatus.Role); err != nil {
+		return fmt.Errorf("failed to record the role of EtcdMember %s: %w", m.Name, err)
 	}
 	return nil
 }

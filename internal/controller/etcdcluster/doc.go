@@ -10,7 +10,8 @@
 // patches it once. The order of the phases is that list; the order of the
 // membership steps is the body of reconcileMembership. Neither is restated
 // here. docs/development/architecture.md describes the pass and who writes
-// what.
+// what. Member status is written only through memberstatus.Apply, one
+// field manager per concern (docs/design/0030-one-writer-per-field.md).
 //
 // Source map. The pass:
 //   - reconciler.go: Reconciler, Reconcile and its phase list, the status
@@ -49,7 +50,7 @@
 //     list; promote.go: promoting learners once their first boot is
 //     recorded, and removing learners no member owns.
 //   - bootstrap.go: forming the cluster from its seed, and createMember and
-//     patchMemberStatus, which other steps use; restore.go and
+//     patchMemberStatus (memberID and role), which other steps use; restore.go and
 //     restore_asof.go: a cluster created from a snapshot.
 //   - scale.go: scaling up and down, an add ahead of a promotion,
 //     moving the leader away.
@@ -63,7 +64,9 @@
 //   - pause.go: parking the last member at zero replicas, and waking it.
 //
 // Tests: harness_test.go and liveness_harness_test.go hold the harness (the
-// reconciler against a fake API server and internal/etcd/fake);
+// reconciler against a fake API server and internal/etcd/fake;
+// harness_apply_test.go stands in for the API server's apply of member
+// status);
 // statespace_*_test.go is the state-space test, built without -race. See
 // docs/development/testing.md.
 package etcdcluster

@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
@@ -74,12 +75,22 @@ func newHarness(t *testing.T) *harness {
 	_ = v1alpha1.AddToScheme(scheme)
 	_ = cmapi.AddToScheme(scheme)
 	// A plain tracker: the default one keeps managed fields, at a cost per
-	// write that dominates the state-space test, and nothing here applies.
+	// write that dominates the state-space test; applyMemberStatus stands
+	// in for the one apply the controllers send.
 	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).
+	fake := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).
 		WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdMember{}, &v1alpha1.EtcdRecovery{}).Build()
-	h := &harness{t: t, g: NewWithT(t), c: c, etcd: etcdfake.New(), now: time.Unix(1_700_000_000, 0),
+	h := &harness{t: t, g: NewWithT(t), etcd: etcdfake.New(), now: time.Unix(1_700_000_000, 0),
 		events: events.NewFakeRecorder(100), tracker: tracker}
+	c := interceptor.NewClient(fake, interceptor.Funcs{
+		SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			if done, err := h.applyMemberStatus(sub, obj, opts...); done {
+				return err
+			}
+			return c.SubResource(sub).Apply(ctx, obj, opts...)
+		},
+	})
+	h.c = c
 	h.r = &Reconciler{Client: c, APIReader: c, Dialer: h.etcd, ClusterDomain: testDomain, Recorder: h.events,
 		Now: func() time.Time { return h.now }, NetworkPolicy: testNetworkPolicy}
 	return h

@@ -9,10 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/memberstatus"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdaccess"
@@ -260,9 +260,8 @@ func (r *Reconciler) startDefragmentation(ctx context.Context, s *scope, mm *mem
 	if len(em.ClientURLs) == 0 {
 		return fmt.Errorf("member %s has no client URL to defragment", m.Name)
 	}
-	patch := client.MergeFrom(m.DeepCopy())
 	m.Status.Maintenance = &v1alpha1.MemberMaintenance{Kind: v1alpha1.MemberMaintenanceDefragment, Since: metav1.NewTime(s.now)}
-	if err := r.Status().Patch(ctx, m, patch); err != nil {
+	if err := memberstatus.Apply(ctx, r.Client, m, memberstatus.Maintenance); err != nil {
 		return fmt.Errorf("failed to record the defragmentation of EtcdMember %s: %w", m.Name, err)
 	}
 	h := s.etcd.health[em.ID]

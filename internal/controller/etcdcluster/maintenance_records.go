@@ -6,12 +6,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/memberstatus"
 	"github.com/quorumctl/etcd-operator/internal/maintenance"
 )
 
@@ -106,15 +106,27 @@ func (r *Reconciler) clearMarkers(ctx context.Context, s *scope, mm *memo) error
 	return nil
 }
 
-// setMaintenanceRecord writes a member's maintenance record and its last
-// defragmentation time.
+// setMaintenanceRecord writes a member's maintenance record and, when last
+// differs from what m holds, its last defragmentation time. They are two
+// concerns, so that a record's write never restates a time it read; the
+// time goes first, so that a finished defragmentation whose record then
+// stays is one clearMarkers clears, not one that is forgotten.
 func (r *Reconciler) setMaintenanceRecord(ctx context.Context, m *v1alpha1.EtcdMember, rec *v1alpha1.MemberMaintenance, last *metav1.Time) error {
-	patch := client.MergeFrom(m.DeepCopy())
-	m.Status.Maintenance, m.Status.LastDefragTime = rec, last
-	if err := r.Status().Patch(ctx, m, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failed to record the maintenance of EtcdMember %s: %w", m.Name, err)
+	if !equality.Semantic.DeepEqual(m.Status.LastDefragTime, last) {
+		m.Status.LastDefragTime = last
+		if err := memberstatus.Apply(ctx, r.Client, m, memberstatus.Defrag); err != nil {
+			return client.IgnoreNotFound(wrapMaintenance(m, err))
+		}
+	}
+	m.Status.Maintenance = rec
+	if err := memberstatus.Apply(ctx, r.Client, m, memberstatus.Maintenance); err != nil {
+		return client.IgnoreNotFound(wrapMaintenance(m, err))
 	}
 	return nil
+}
+
+func wrapMaintenance(m *v1alpha1.EtcdMember, err error) error {
+	return fmt.Errorf("failed to record the maintenance of EtcdMember %s: %w", m.Name, err)
 }
 
 // answers: etcd lists the member, its Pod exists, and it answers and

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/memberstatus"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/metrics"
@@ -198,9 +199,8 @@ func (r *Reconciler) unfence(ctx context.Context, s *scope) (bool, error) {
 // setFenced records why a member is out of client traffic; "" lets it back
 // in. The member controller turns it into the Pod's role label.
 func (r *Reconciler) setFenced(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
-	patch := client.MergeFrom(m.DeepCopy())
 	m.Status.Fenced = why
-	if err := r.Status().Patch(ctx, m, patch); err != nil {
+	if err := memberstatus.Apply(ctx, r.Client, m, memberstatus.Fence); err != nil {
 		return fmt.Errorf("failed to set status.fenced of EtcdMember %s: %w", m.Name, err)
 	}
 	return nil

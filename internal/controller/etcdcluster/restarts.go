@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/memberstatus"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/remediation"
 )
@@ -168,11 +169,10 @@ func (r *Reconciler) restartMember(ctx context.Context, s *scope, m *v1alpha1.Et
 		}
 	}
 	hash := pod.TemplateHash(m)
-	patch := client.MergeFrom(m.DeepCopy())
 	now := metav1.NewTime(s.now)
 	m.Status.RolledAt = &now
 	m.Status.RestartApproved = hash
-	if err := r.Status().Patch(ctx, m, patch); err != nil {
+	if err := memberstatus.Apply(ctx, r.Client, m, memberstatus.Restart); err != nil {
 		return fmt.Errorf("failed to approve the restart of EtcdMember %s: %w", m.Name, err)
 	}
 	if m.Status.RestartApproved != hash {

@@ -9,10 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/memberstatus"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
 	"github.com/quorumctl/etcd-operator/internal/etcdversion"
 	"github.com/quorumctl/etcd-operator/internal/rollout"
@@ -305,7 +307,10 @@ func (r *Reconciler) retireReplaced(ctx context.Context, s *scope) (ctrl.Result,
 }
 
 // clearRolledAt forgets the rollout of members that are back: healthy
-// voters on the template the rollout restarted them to.
+// voters on the template the rollout restarted them to. The approval shares
+// rolledAt's field manager and is restated as read, so the clear goes only
+// if the member is as read: a read behind the API server would set back an
+// approval given since. A member that changed is cleared by a later pass.
 func (r *Reconciler) clearRolledAt(ctx context.Context, s *scope) error {
 	for _, m := range s.members {
 		if m.Status.RolledAt == nil {
@@ -314,10 +319,16 @@ func (r *Reconciler) clearRolledAt(ctx context.Context, s *scope) error {
 		if h, _ := r.restartedTo(s, m); !s.backOn(m, h) {
 			continue
 		}
-		patch := client.MergeFrom(m.DeepCopy())
-		m.Status.RolledAt = nil
-		if err := r.Status().Patch(ctx, m, patch); err != nil {
+		cleared := m.DeepCopy()
+		cleared.Status.RolledAt = nil
+		err := memberstatus.Apply(ctx, r.Client, cleared, memberstatus.Restart, memberstatus.IfUnchanged())
+		switch {
+		case apierrors.IsConflict(err):
+			ctrl.LoggerFrom(ctx).V(1).Info("Not clearing the rollout of a member that changed since it was read", "member", m.Name)
+		case err != nil:
 			return fmt.Errorf("failed to clear the rollout of EtcdMember %s: %w", m.Name, err)
+		default:
+			*m = *cleared
 		}
 	}
 	return nil

@@ -11,9 +11,11 @@
 //     ConfigMap, Pod, approved restarts, role label, version), the status
 //     patch and the watches.
 //   - status.go: updateStatus, the status fields this controller writes and
-//     the Ready condition. memberID, role, fenced, rolledAt,
-//     restartApproved, maintenance and lastDefragTime are written by the
-//     etcdcluster controller, never here.
+//     the Ready condition. patchStatus applies them, and only them, under
+//     the field manager of memberstatus.Member; memberID, role, fenced,
+//     rolledAt, restartApproved, maintenance and lastDefragTime are the
+//     etcdcluster controller's, each under its own manager
+//     (internal/component/memberstatus, docs/design/0030).
 //   - finalizer.go: on deletion, the quorum-gated removal from etcd, and the
 //     forced deletion of a Pod stranded on a lost node.
 //   - disruption.go: keeps a cluster's removals and restarts from

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/backup"
+	"github.com/quorumctl/etcd-operator/internal/component/memberstatus"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
 	"github.com/quorumctl/etcd-operator/internal/component/pvc"
 	"github.com/quorumctl/etcd-operator/internal/component/refusal"
@@ -342,17 +344,14 @@ func (r *Reconciler) observeVersion(ctx context.Context, cluster *v1alpha1.EtcdC
 	return st.Version
 }
 
+// patchStatus applies the member controller's status fields when they
+// changed, and only those: the cluster controller's fields are its own.
 func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.EtcdMember) error {
-	patch := client.MergeFrom(before)
-	data, err := patch.Data(after)
-	if err != nil {
-		return err
-	}
-	if string(data) == "{}" {
+	if equality.Semantic.DeepEqual(memberstatus.Member.Project(&before.Status), memberstatus.Member.Project(&after.Status)) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, after, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failed to patch status of EtcdMember %s: %w", after.Name, err)
+	if err := memberstatus.Apply(ctx, r.Client, after, memberstatus.Member); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to apply the status of EtcdMember %s: %w", after.Name, err)
 	}
 	return nil
 }
