@@ -63,7 +63,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -101,11 +101,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return r.reconcilePod(ctx, cluster, m, &obs)
 }
 
-// reconcilePod makes the member's volume, startup config and Pod real, and
-// records in obs what it saw for the status. Reconcile keeps the loading
+// reconcilePod makes the member's volume, startup config and Pod real (and
+// grows the volume when the member's spec asks it to), and records in obs
+// what it saw for the status. Reconcile keeps the loading
 // and the status write around it, so that every return here, error or not,
 // is reported the same way.
-func (r *Reconciler) reconcilePod(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember, obs *observation) (ctrl.Result, error) {
+func (r *Reconciler) reconcilePod(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember, obs *observation) (_ ctrl.Result, reterr error) {
 	if m.Pending() {
 		return ctrl.Result{}, nil
 	}
@@ -114,8 +115,14 @@ func (r *Reconciler) reconcilePod(ctx context.Context, cluster *v1alpha1.EtcdClu
 		obs.dormant = true
 		return ctrl.Result{}, r.deletePod(ctx, m)
 	}
-	if _, err := pvc.Ensure(ctx, r.Client, m); err != nil {
+	claim, err := pvc.Ensure(ctx, r.Client, m)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	// A volume that does not grow leaves the member running on it: the
+	// rest of the pass goes on, and the failure is retried after it.
+	if err := r.growVolume(ctx, m, claim); err != nil {
+		defer func() { reterr = errors.Join(reterr, err) }()
 	}
 	params := r.podParams(cluster, m)
 	current, err := r.currentPod(ctx, m)
