@@ -288,7 +288,9 @@ func TestGrow_ReturnsTheRefusal(t *testing.T) {
 	live := pvc.Build(newMember())
 	live.Status.Phase = corev1.ClaimBound
 	c := interceptor.NewClient(fakeclient.NewClientBuilder().WithObjects(live).Build(), interceptor.Funcs{
-		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error { return forbidden },
+		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return forbidden
+		},
 	})
 	m := newMember(func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("4Gi")) })
 	_, grown, err := pvc.Grow(context.Background(), c, m, live)
