@@ -96,24 +96,36 @@ func Ensure(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember) (*core
 	if desired == nil {
 		return nil, nil
 	}
-	key := client.ObjectKeyFromObject(desired)
-
-	existing := &corev1.PersistentVolumeClaim{}
-	err := c.Get(ctx, key, existing)
-	switch {
-	case err == nil:
-		if err := owner.Check("PersistentVolumeClaim", existing, m.UID); err != nil {
-			return nil, err
-		}
-		return existing, nil
-	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("failed to get PersistentVolumeClaim %s: %w", key, err)
+	if existing, err := Get(ctx, c, m); existing != nil || err != nil {
+		return existing, err
 	}
-
+	key := client.ObjectKeyFromObject(desired)
 	if err := c.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
 		return nil, fmt.Errorf("failed to create PersistentVolumeClaim %s: %w", key, err)
 	}
 	return desired, nil
+}
+
+// Get returns the member's claim, or nil when it has none (a Memory member
+// never has). A claim of that name not controlled by this member's UID
+// yields a *owner.NotOwnedError.
+func Get(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember) (*corev1.PersistentVolumeClaim, error) {
+	if m.Spec.Storage.Medium == v1alpha1.StorageMediumMemory {
+		return nil, nil
+	}
+	key := client.ObjectKey{Namespace: m.Namespace, Name: v1alpha1.DataVolumeClaimName(m.Name)}
+	existing := &corev1.PersistentVolumeClaim{}
+	err := c.Get(ctx, key, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("failed to get PersistentVolumeClaim %s: %w", key, err)
+	}
+	if err := owner.Check("PersistentVolumeClaim", existing, m.UID); err != nil {
+		return nil, err
+	}
+	return existing, nil
 }
 
 // Grow raises an existing claim's storage request to the member's

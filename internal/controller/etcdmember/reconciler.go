@@ -98,15 +98,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			reterr = errors.Join(reterr, err)
 		}
 	}()
-	return r.reconcilePod(ctx, cluster, m, &obs)
+	res, err := r.reconcilePod(ctx, cluster, m, &obs)
+	// A volume that does not grow leaves the member running on it: its
+	// grow comes after the rest of the pass, which it never stops.
+	return res, errors.Join(err, r.growVolume(ctx, m))
 }
 
-// reconcilePod makes the member's volume, startup config and Pod real (and
-// grows the volume when the member's spec asks it to), and records in obs
-// what it saw for the status. Reconcile keeps the loading
+// reconcilePod makes the member's volume, startup config and Pod real, and
+// records in obs what it saw for the status. Reconcile keeps the loading
 // and the status write around it, so that every return here, error or not,
 // is reported the same way.
-func (r *Reconciler) reconcilePod(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember, obs *observation) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) reconcilePod(ctx context.Context, cluster *v1alpha1.EtcdCluster, m *v1alpha1.EtcdMember, obs *observation) (ctrl.Result, error) {
 	if m.Pending() {
 		return ctrl.Result{}, nil
 	}
@@ -115,14 +117,8 @@ func (r *Reconciler) reconcilePod(ctx context.Context, cluster *v1alpha1.EtcdClu
 		obs.dormant = true
 		return ctrl.Result{}, r.deletePod(ctx, m)
 	}
-	claim, err := pvc.Ensure(ctx, r.Client, m)
-	if err != nil {
+	if _, err := pvc.Ensure(ctx, r.Client, m); err != nil {
 		return ctrl.Result{}, err
-	}
-	// A volume that does not grow leaves the member running on it: the
-	// rest of the pass goes on, and the failure is retried after it.
-	if err := r.growVolume(ctx, m, claim); err != nil {
-		defer func() { reterr = errors.Join(reterr, err) }()
 	}
 	params := r.podParams(cluster, m)
 	current, err := r.currentPod(ctx, m)

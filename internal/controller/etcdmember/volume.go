@@ -2,11 +2,13 @@ package etcdmember
 
 import (
 	"context"
+	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/owner"
 	"github.com/quorumctl/etcd-operator/internal/component/pvc"
 	"github.com/quorumctl/etcd-operator/internal/component/refusal"
 )
@@ -19,9 +21,19 @@ import (
 // in a Warning Event on the member: the cluster controller sees only that
 // the volume does not grow, and replaces the member once it has waited
 // long enough.
-func (r *Reconciler) growVolume(ctx context.Context, m *v1alpha1.EtcdMember, claim *corev1.PersistentVolumeClaim) error {
-	if claim == nil {
+func (r *Reconciler) growVolume(ctx context.Context, m *v1alpha1.EtcdMember) error {
+	if m.Spec.VolumeSize == nil || m.Pending() {
 		return nil
+	}
+	claim, err := pvc.Get(ctx, r.Client, m)
+	var notOwned *owner.NotOwnedError
+	switch {
+	case errors.As(err, &notOwned):
+		// Not the member's: reconcilePod reports it, and makes no Pod on it.
+		return nil
+	case err != nil || claim == nil:
+		// None yet: reconcilePod makes it at spec.volumeSize.
+		return err
 	}
 	from, grown, err := pvc.Grow(ctx, r.Client, m, claim)
 	if msg, refused := refusal.Of(err); refused && r.Recorder != nil {

@@ -85,3 +85,18 @@ func TestVolume_ARefusedGrowIsReportedAndTheMemberStillRuns(t *testing.T) {
 	f.g.Expect(events.events).To(ContainElement(recordedEvent{corev1.EventTypeWarning, "VolumeExpansionRefused",
 		"The API server refused to grow PersistentVolumeClaim data-demo-a to 4Gi: " + forbidden.ErrStatus.Message}))
 }
+
+// A claim made after the member was asked to grow (its claim was deleted)
+// is made at the asked size, not made small and grown.
+func TestVolume_AClaimMadeAgainIsMadeAtTheAskedSize(t *testing.T) {
+	f := newFixture(t, false, "demo-a")
+	m := f.member("demo-a")
+	m.Spec.VolumeSize = ptr.To(resource.MustParse("4Gi"))
+	f.g.Expect(f.c.Update(context.Background(), m)).To(Succeed())
+	events := &eventLog{}
+	f.r.Recorder = events
+
+	f.reconcile("demo-a")
+	f.g.Expect(f.requested("demo-a")).To(Equal("4Gi"))
+	f.g.Expect(events.events).NotTo(ContainElement(HaveField("reason", "VolumeExpanding")))
+}
