@@ -44,7 +44,8 @@ func newMember(name string, mutate func(*v1alpha1.EtcdMember)) *v1alpha1.EtcdMem
 }
 
 // TestMemberIdentityIsImmutable: whoever writes the member, the fields the
-// operator dials and etcd trusts cannot change after creation.
+// operator dials and etcd trusts cannot change after creation, and the
+// volume size a rollout asked for cannot shrink.
 func TestMemberIdentityIsImmutable(t *testing.T) {
 	cases := []struct {
 		name    string
