@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 )
@@ -42,7 +44,8 @@ func newMember(name string, mutate func(*v1alpha1.EtcdMember)) *v1alpha1.EtcdMem
 }
 
 // TestMemberIdentityIsImmutable: whoever writes the member, the fields the
-// operator dials and etcd trusts cannot change after creation.
+// operator dials and etcd trusts cannot change after creation, and the
+// volume size a rollout asked for cannot shrink.
 func TestMemberIdentityIsImmutable(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -96,6 +99,12 @@ func TestMemberIdentityIsImmutable(t *testing.T) {
 			"spec.restore cannot be changed: the seed restores the snapshot it was created with"},
 		{"drop the restore", nil, func(m *v1alpha1.EtcdMember) { m.Spec.Restore = nil },
 			"spec.restore cannot be changed: the seed restores the snapshot it was created with"},
+		{"shrink the volume size", func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("2Gi")) },
+			func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("1Gi")) },
+			"spec.volumeSize cannot shrink or be removed"},
+		{"drop the volume size", func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("2Gi")) },
+			func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = nil },
+			"spec.volumeSize cannot shrink or be removed"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,6 +162,14 @@ func TestOperatorMemberUpdatesAdmitted(t *testing.T) {
 		}, func(m *v1alpha1.EtcdMember) {
 			m.Spec.PeerURL, m.Spec.ClientURL = "https://"+m.Name+".c.default.svc:2380", "https://"+m.Name+".c.default.svc:2379"
 		}},
+		// expandVolume: a rollout asks the member's volume to grow, and
+		// again on a later rollout; the same size in another unit is no
+		// shrink.
+		{"ask the volume to grow", nil, func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("2Gi")) }},
+		{"ask it to grow again", func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("2Gi")) },
+			func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("4Gi")) }},
+		{"restate the size in another unit", func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("2Gi")) },
+			func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("2048Mi")) }},
 		// Finalizers and labels are metadata: a stuck member stays deletable.
 		{"drop a finalizer", func(m *v1alpha1.EtcdMember) { m.Finalizers = []string{v1alpha1.MemberFinalizer} },
 			func(m *v1alpha1.EtcdMember) { m.Finalizers = nil }},

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -12,9 +13,9 @@ import (
 // ones the operator dials and etcd trusts, are fixed once set, whoever writes:
 // the operator never changes them after creating the member. peerURL and
 // clientURL may be set once on a member created before they were recorded.
-// forceNewCluster, dormant, initialCluster, the template and the TLS trust
-// bundles (a CA rotation rolls them) are the operator's to change over the
-// member's life.
+// forceNewCluster, dormant, initialCluster, volumeSize (which only grows),
+// the template and the TLS trust bundles (a CA rotation rolls them) are the
+// operator's to change over the member's life.
 //
 // +kubebuilder:validation:XValidation:rule="self.clusterName == oldSelf.clusterName",message="spec.clusterName cannot be changed: a member belongs to the cluster that created it"
 // +kubebuilder:validation:XValidation:rule="self.clusterToken == oldSelf.clusterToken",message="spec.clusterToken cannot be changed: it is the etcd cluster's token, fixed when the cluster formed"
@@ -24,6 +25,7 @@ import (
 // +kubebuilder:validation:XValidation:rule=`(has(self.replaces) ? self.replaces : "") == (has(oldSelf.replaces) ? oldSelf.replaces : "")`,message="spec.replaces cannot be changed: it names the member this one was created to replace"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.tls) || (has(self.tls) && (!has(oldSelf.tls.peer) || has(self.tls.peer)) && (!has(oldSelf.tls.client) || (has(self.tls.client) && (has(self.tls.client.clientCertAuth) && self.tls.client.clientCertAuth) == (has(oldSelf.tls.client.clientCertAuth) && oldSelf.tls.client.clientCertAuth))))",message="spec.tls can only gain sides or change its trust bundles: a member never stops serving TLS on a side, and whether it checks client certificates is fixed once it serves client TLS"
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore cannot be changed: the seed restores the snapshot it was created with"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumeSize) || (has(self.volumeSize) && quantity(string(self.volumeSize)).compareTo(quantity(string(oldSelf.volumeSize))) >= 0)",message="spec.volumeSize cannot shrink or be removed: a volume that was asked to grow cannot shrink back"
 type EtcdMemberSpec struct {
 	// ClusterName is the owning EtcdCluster.
 	// +kubebuilder:validation:MinLength=1
@@ -73,6 +75,16 @@ type EtcdMemberSpec struct {
 	// again. The member controller restarts the member's Pod to apply it.
 	// +optional
 	ForceNewCluster bool `json:"forceNewCluster,omitempty"`
+
+	// VolumeSize is the size the member's data volume is to grow to ahead
+	// of the template's storage.size. The cluster controller sets it, one
+	// member at a time, when a rollout grows a volume online; the member
+	// controller raises its claim's request to it, and the rollout restarts
+	// the member on the grown volume with the new template once the claim's
+	// capacity has reached it. Unset for a member whose volume has never
+	// been grown that way; it can only grow, as a volume can.
+	// +optional
+	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
 
 	// TLS shapes the member's TLS; the cluster controller rolls it like
 	// the template. Unset means plaintext.

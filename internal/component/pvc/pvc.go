@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,7 +65,7 @@ func Build(m *v1alpha1.EtcdMember) *corev1.PersistentVolumeClaim {
 			// unsupported by non-CSI provisioners.
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceStorage: m.Spec.Storage.EffectiveSize()},
+				Requests: corev1.ResourceList{corev1.ResourceStorage: size(m)},
 			},
 			// Copied as-is: nil asks for the default class, "" for none.
 			StorageClassName: storageClass,
@@ -72,35 +73,85 @@ func Build(m *v1alpha1.EtcdMember) *corev1.PersistentVolumeClaim {
 	}
 }
 
+// size is the request a new claim is made with: the template's size, or the
+// size the member's volume was asked to grow to (spec.volumeSize) when that
+// is larger, so that a claim made again is not made small and then grown.
+func size(m *v1alpha1.EtcdMember) resource.Quantity {
+	s := m.Spec.Storage.EffectiveSize()
+	if v := m.Spec.VolumeSize; v != nil && v.Cmp(s) > 0 {
+		return v.DeepCopy()
+	}
+	return s
+}
+
 // Ensure returns the member's claim, creating it if it does not exist, or nil
 // for a Memory member.
 //
-// An existing claim is never updated: its class and access modes are
+// An existing claim is never updated here: its class and access modes are
 // immutable, and growing it is a resize with its own failure modes, not a
-// side effect of reconciling. The rollout grows it, one member at a time,
-// where the StorageClass allows (internal/controller/etcdcluster/volumes.go). A claim of that name not controlled by this
-// member's UID yields a *owner.NotOwnedError.
+// side effect of reconciling; Grow does that, when asked. A claim of that
+// name not controlled by this member's UID yields a *owner.NotOwnedError.
 func Ensure(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember) (*corev1.PersistentVolumeClaim, error) {
 	desired := Build(m)
 	if desired == nil {
 		return nil, nil
 	}
-	key := client.ObjectKeyFromObject(desired)
-
-	existing := &corev1.PersistentVolumeClaim{}
-	err := c.Get(ctx, key, existing)
-	switch {
-	case err == nil:
-		if err := owner.Check("PersistentVolumeClaim", existing, m.UID); err != nil {
-			return nil, err
-		}
-		return existing, nil
-	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("failed to get PersistentVolumeClaim %s: %w", key, err)
+	if existing, err := Get(ctx, c, m); existing != nil || err != nil {
+		return existing, err
 	}
-
+	key := client.ObjectKeyFromObject(desired)
 	if err := c.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
 		return nil, fmt.Errorf("failed to create PersistentVolumeClaim %s: %w", key, err)
 	}
 	return desired, nil
+}
+
+// Get returns the member's claim, or nil when it has none (a Memory member
+// never has). A claim of that name not controlled by this member's UID
+// yields a *owner.NotOwnedError.
+func Get(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember) (*corev1.PersistentVolumeClaim, error) {
+	if m.Spec.Storage.Medium == v1alpha1.StorageMediumMemory {
+		return nil, nil
+	}
+	key := client.ObjectKey{Namespace: m.Namespace, Name: v1alpha1.DataVolumeClaimName(m.Name)}
+	existing := &corev1.PersistentVolumeClaim{}
+	err := c.Get(ctx, key, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("failed to get PersistentVolumeClaim %s: %w", key, err)
+	}
+	if err := owner.Check("PersistentVolumeClaim", existing, m.UID); err != nil {
+		return nil, err
+	}
+	return existing, nil
+}
+
+// Grow raises an existing claim's storage request to the member's
+// spec.volumeSize, and returns the request it had, and whether it asked for
+// more. The cluster controller decides when a volume grows (one member at a
+// time, where its StorageClass allows it) and says so in the member's spec;
+// this is the member's side of it, so that the claim has one writer. The
+// template's storage.size alone never grows a claim: it reaches the member
+// only once its volume has grown, or on a new member with a new claim.
+//
+// A claim that is not bound yet is left as it is: Kubernetes resizes only
+// bound claims. Its binding is a change of the claim, which the member
+// controller watches, so the member is reconciled again then.
+func Grow(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember, claim *corev1.PersistentVolumeClaim) (resource.Quantity, bool, error) {
+	from := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	want := m.Spec.VolumeSize
+	if want == nil || from.Cmp(*want) >= 0 || claim.Status.Phase != corev1.ClaimBound {
+		return from, false, nil
+	}
+	patch := client.MergeFrom(claim.DeepCopy())
+	if claim.Spec.Resources.Requests == nil {
+		claim.Spec.Resources.Requests = corev1.ResourceList{}
+	}
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = want.DeepCopy()
+	if err := c.Patch(ctx, claim, patch, client.FieldOwner(v1alpha1.FieldOwner)); err != nil {
+		return from, false, fmt.Errorf("failed to grow PersistentVolumeClaim %s/%s: %w", claim.Namespace, claim.Name, err)
+	}
+	return from, true, nil
 }

@@ -7,8 +7,10 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +48,7 @@ func TestBuild(t *testing.T) {
 	tests := []struct {
 		name            string
 		storage         v1alpha1.StorageSpec
+		volumeSize      *resource.Quantity
 		metadata        *v1alpha1.AdditionalMetadata
 		wantNil         bool
 		wantSize        string
@@ -57,6 +60,10 @@ func TestBuild(t *testing.T) {
 		{name: "size", storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("20Gi"))}, wantSize: "20Gi", wantLabels: memberLabels},
 		{name: "named class", storage: v1alpha1.StorageSpec{StorageClassName: ptr.To("fast")}, wantSize: "1Gi", wantClass: ptr.To("fast"), wantLabels: memberLabels},
 		{name: "empty class means no provisioning, not the default", storage: v1alpha1.StorageSpec{StorageClassName: ptr.To("")}, wantSize: "1Gi", wantClass: ptr.To(""), wantLabels: memberLabels},
+		{name: "asked to grow past the template's size", storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi"))},
+			volumeSize: ptr.To(resource.MustParse("4Gi")), wantSize: "4Gi", wantLabels: memberLabels},
+		{name: "the template's size past an older ask", storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("8Gi"))},
+			volumeSize: ptr.To(resource.MustParse("4Gi")), wantSize: "8Gi", wantLabels: memberLabels},
 		{name: "memory has no claim", storage: v1alpha1.StorageSpec{Medium: v1alpha1.StorageMediumMemory, Size: ptr.To(resource.MustParse("64Mi"))}, wantNil: true},
 		{
 			name: "additional metadata, operator labels win, no role label",
@@ -80,6 +87,7 @@ func TestBuild(t *testing.T) {
 			g := NewWithT(t)
 			m := newMember(func(m *v1alpha1.EtcdMember) {
 				m.Spec.Storage = tt.storage
+				m.Spec.VolumeSize = tt.volumeSize
 				m.Spec.AdditionalMetadata = tt.metadata
 				m.Status.Role = v1alpha1.MemberRoleVoter
 			})
@@ -212,4 +220,80 @@ func TestEnsure(t *testing.T) {
 			g.Expect(w.total()).To(Equal(tt.wantCreates))
 		})
 	}
+}
+
+func TestGrow(t *testing.T) {
+	claim := func(request string, phase corev1.PersistentVolumeClaimPhase) *corev1.PersistentVolumeClaim {
+		c := pvc.Build(newMember())
+		c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(request)
+		c.Status.Phase = phase
+		return c
+	}
+	tests := []struct {
+		name       string
+		storage    *resource.Quantity
+		volumeSize *resource.Quantity
+		live       *corev1.PersistentVolumeClaim
+		wantGrown  bool
+		wantSize   string
+	}{
+		{name: "asked to grow", volumeSize: ptr.To(resource.MustParse("4Gi")), live: claim("1Gi", corev1.ClaimBound), wantGrown: true, wantSize: "4Gi"},
+		{name: "not asked", live: claim("1Gi", corev1.ClaimBound), wantSize: "1Gi"},
+		{name: "the template's size alone grows nothing", storage: ptr.To(resource.MustParse("4Gi")), live: claim("1Gi", corev1.ClaimBound), wantSize: "1Gi"},
+		{name: "already asked for as much", volumeSize: ptr.To(resource.MustParse("4Gi")), live: claim("4096Mi", corev1.ClaimBound), wantSize: "4096Mi"},
+		{name: "asked for more already", volumeSize: ptr.To(resource.MustParse("4Gi")), live: claim("8Gi", corev1.ClaimBound), wantSize: "8Gi"},
+		{name: "not bound yet", volumeSize: ptr.To(resource.MustParse("4Gi")), live: claim("1Gi", corev1.ClaimPending), wantSize: "1Gi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			w := &writes{}
+			c := newClient(w, tt.live)
+			m := newMember(func(m *v1alpha1.EtcdMember) {
+				m.Spec.Storage.Size = tt.storage
+				m.Spec.VolumeSize = tt.volumeSize
+			})
+			live := &corev1.PersistentVolumeClaim{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(tt.live), live)).To(Succeed())
+			before := live.Spec.Resources.Requests[corev1.ResourceStorage]
+
+			from, grown, err := pvc.Grow(ctx, c, m, live)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(grown).To(Equal(tt.wantGrown))
+			g.Expect(from.Equal(before)).To(BeTrue(), "from %s", from.String())
+			wantPatches := 0
+			if tt.wantGrown {
+				wantPatches = 1
+			}
+			g.Expect(w.patches).To(Equal(wantPatches))
+			g.Expect(w.total()).To(Equal(w.patches), "growing is a patch, nothing else")
+			stored := &corev1.PersistentVolumeClaim{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(tt.live), stored)).To(Succeed())
+			size := stored.Spec.Resources.Requests[corev1.ResourceStorage]
+			g.Expect(size.Equal(resource.MustParse(tt.wantSize))).To(BeTrue(), "size %s", size.String())
+
+			// Growing again asks for nothing more.
+			_, grown, err = pvc.Grow(ctx, c, m, stored)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(grown).To(BeFalse())
+			g.Expect(w.patches).To(Equal(wantPatches))
+		})
+	}
+}
+
+func TestGrow_ReturnsTheRefusal(t *testing.T) {
+	g := NewWithT(t)
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, "data-"+testMember, errors.New("exceeded quota"))
+	live := pvc.Build(newMember())
+	live.Status.Phase = corev1.ClaimBound
+	c := interceptor.NewClient(fakeclient.NewClientBuilder().WithObjects(live).Build(), interceptor.Funcs{
+		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return forbidden
+		},
+	})
+	m := newMember(func(m *v1alpha1.EtcdMember) { m.Spec.VolumeSize = ptr.To(resource.MustParse("4Gi")) })
+	_, grown, err := pvc.Grow(context.Background(), c, m, live)
+	g.Expect(grown).To(BeFalse())
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the API server's refusal, wrapped: %v", err)
 }

@@ -3,7 +3,9 @@
 // learner-first scale-up and quorum-safe scale-down, one change at a time.
 // It keeps the cluster's Services, PodDisruptionBudget, NetworkPolicy and TLS
 // material. Each member's Pod and volume are the etcdmember controller's
-// concern; this controller only grows a volume online (volumes.go).
+// concern, and it is their only writer: this controller decides when a
+// volume grows online and says so in the member's spec.volumeSize
+// (volumes.go), and reads Pods and claims to decide.
 //
 // A pass: Reconcile observes into a scope (newScope), runs the phase list it
 // hands to runPhases, and, deferred, computes the status (updateStatus) and
@@ -59,8 +61,9 @@
 //     carrying out a disaster recovery.
 //   - rollout.go: reconcileRollout and retiring replaced members;
 //     restarts.go: restart approvals and members restarting on purpose;
-//     volumes.go: growing or replacing a member's volume; preupgrade.go: the
-//     snapshot before a version upgrade.
+//     volumes.go: growing (through spec.volumeSize) or replacing a
+//     member's volume; preupgrade.go: the snapshot before a version
+//     upgrade.
 //   - pause.go: parking the last member at zero replicas, and waking it.
 //
 // Tests: harness_test.go and liveness_harness_test.go hold the harness (the

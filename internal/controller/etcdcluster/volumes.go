@@ -17,7 +17,9 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/scheduling"
 )
 
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch
+// The cluster controller reads a member's claim to decide how its volume
+// changes; the member controller is the claim's one writer (growVolume).
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch
 
@@ -73,8 +75,10 @@ func (r *Reconciler) volumeChangeOf(ctx context.Context, s *scope, m *v1alpha1.E
 	if why, failed := expansionFailed(s, m, pvc); failed {
 		return volumeChange{replace: true, why: why}, nil
 	}
+	// Asked, in the member's spec (the member controller has yet to grow
+	// the claim), or on the claim itself (by an operator that wrote claims).
 	requested := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-	if requested.Cmp(size) >= 0 {
+	if asked := m.Spec.VolumeSize; asked != nil && asked.Cmp(size) >= 0 || requested.Cmp(size) >= 0 {
 		return volumeChange{resizing: true}, nil
 	}
 	if ok, why, err := r.expandable(ctx, pvc); err != nil || !ok {
@@ -153,10 +157,11 @@ func expansionFailed(s *scope, m *v1alpha1.EtcdMember, pvc *corev1.PersistentVol
 	return "", false
 }
 
-// expandVolume asks for a member's volume to grow to the target size. The
-// member keeps running; the kubelet grows its file system online, and the
-// rollout restarts the member on it once it has, with the quota that the
-// larger size gives.
+// expandVolume asks for a member's volume to grow to the target size: it
+// sets the member's spec.volumeSize, and the member controller, the claim's
+// one writer, grows the claim. The member keeps running; the kubelet grows
+// its file system online, and the rollout restarts the member on it once it
+// has, with the quota that the larger size gives.
 func (r *Reconciler) expandVolume(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) error {
 	size := s.cluster.Status.Observed.Storage.EffectiveSize()
 	pvc := &corev1.PersistentVolumeClaim{}
@@ -170,13 +175,10 @@ func (r *Reconciler) expandVolume(ctx context.Context, s *scope, m *v1alpha1.Etc
 		}
 	}
 	from := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-	patch := client.MergeFrom(pvc.DeepCopy())
-	if pvc.Spec.Resources.Requests == nil {
-		pvc.Spec.Resources.Requests = corev1.ResourceList{}
-	}
-	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = size
-	if err := r.Patch(ctx, pvc, patch); err != nil {
-		return fmt.Errorf("failed to grow PersistentVolumeClaim %s: %w", pvc.Name, err)
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Spec.VolumeSize = &size
+	if err := r.Patch(ctx, m, patch); err != nil {
+		return fmt.Errorf("failed to ask for the volume of EtcdMember %s to grow: %w", m.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Growing a member's volume online", "member", m.Name, "from", from.String(), "to", size.String())
 	r.event(s.cluster, corev1.EventTypeNormal, "VolumeExpanding", "ExpandVolume",

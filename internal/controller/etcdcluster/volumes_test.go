@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/component/pod"
+	"github.com/quorumctl/etcd-operator/internal/component/pvc"
 )
 
 // storageClass creates a StorageClass that does or does not allow expansion.
@@ -56,6 +58,23 @@ func (h *harness) grown(member string) {
 	h.g.Expect(h.c.Status().Update(context.Background(), pvc)).To(Succeed())
 }
 
+// growClaims plays the member controller: each member's claim grows to the
+// size its spec asks (spec.volumeSize), with the member controller's own
+// code. The cluster controller never writes a claim.
+func (h *harness) growClaims() {
+	h.t.Helper()
+	for _, m := range h.members() {
+		claim := &corev1.PersistentVolumeClaim{}
+		err := h.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: v1alpha1.DataVolumeClaimName(m.Name)}, claim)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		h.g.Expect(err).NotTo(HaveOccurred())
+		_, _, err = pvc.Grow(context.Background(), h.c, &m, claim)
+		h.g.Expect(err).NotTo(HaveOccurred())
+	}
+}
+
 // storageCluster is a formed 3-member cluster on 256Mi volumes of class.
 func storageCluster(t *testing.T, class string, expand bool) *harness {
 	h := newHarness(t)
@@ -85,6 +104,7 @@ func (h *harness) rollToReady(between func()) {
 	h.withFinalizers()
 	for i := 0; i < 80; i++ {
 		h.reconcile()
+		h.growClaims()
 		h.runFinalizers()
 		h.collectGarbage()
 		h.g.Expect(h.healthyVoters()).To(BeNumerically(">=", 3), "pass %d: never fewer than three healthy voters", i)
@@ -112,6 +132,8 @@ func TestStorage_GrowsByReplacementWhereTheClassCannotExpand(t *testing.T) {
 	h := storageCluster(t, "local-path", false)
 	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Storage.Size = ptrQuantity("1Gi") })
 	h.reconcile()
+	h.growClaims()
+	h.g.Expect(h.member("demo-b").Spec.VolumeSize).To(BeNil())
 	h.g.Expect(h.volume("demo-b").Spec.Resources.Requests.Storage().String()).To(Equal("256Mi"), "a volume that cannot grow is never asked to")
 	h.rollToReady(nil)
 	members := h.members()
@@ -149,12 +171,17 @@ func TestStorage_GrowsOnlineWhereTheClassExpands(t *testing.T) {
 	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Storage.Size = ptrQuantity("1Gi") })
 
 	h.reconcile()
+	h.g.Expect(h.member("demo-a").Spec.VolumeSize.String()).To(Equal("1Gi"), "the cluster controller asks in the member's spec")
+	h.g.Expect(h.volume("demo-a").Spec.Resources.Requests.Storage().String()).To(Equal("256Mi"), "and leaves the claim to the member controller")
+	h.growClaims()
 	h.g.Expect(h.volume("demo-a").Spec.Resources.Requests.Storage().String()).To(Equal("1Gi"), "the first follower's volume is asked to grow")
 	h.g.Expect(h.member("demo-a").Status.Maintenance).To(HaveField("Kind", v1alpha1.MemberMaintenanceExpandVolume))
 	h.g.Expect(h.member("demo-a").Spec.Storage.Size.String()).To(Equal("256Mi"), "the member keeps running on it meanwhile")
 	h.g.Expect(h.drainEvents()).To(ContainElement(ContainSubstring("VolumeExpanding Growing the volume of member demo-a from 256Mi to 1Gi online")))
 
 	h.reconcile()
+	h.growClaims()
+	h.g.Expect(h.member("demo-c").Spec.VolumeSize).To(BeNil())
 	h.g.Expect(h.volume("demo-c").Spec.Resources.Requests.Storage().String()).To(Equal("256Mi"), "one volume at a time")
 	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("waiting for the volume of demo-a to grow"))
 
@@ -184,6 +211,7 @@ func TestStorage_AVolumeThatDoesNotGrowIsReplaced(t *testing.T) {
 	h := storageCluster(t, "claims-to-expand", true)
 	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Storage.Size = ptrQuantity("1Gi") })
 	h.reconcile()
+	h.growClaims()
 	h.g.Expect(h.volume("demo-b").Spec.Resources.Requests.Storage().String()).To(Equal("1Gi"))
 	h.reconcile()
 	h.g.Expect(h.members()).To(HaveLen(3), "it waits for the volume a while")
@@ -202,6 +230,7 @@ func TestStorage_AVolumeKubernetesCannotGrowIsReplaced(t *testing.T) {
 	h := storageCluster(t, "claims-to-expand", true)
 	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Storage.Size = ptrQuantity("1Gi") })
 	h.reconcile()
+	h.growClaims()
 	pvc := h.volume("demo-b")
 	pvc.Status.AllocatedResourceStatuses = map[corev1.ResourceName]corev1.ClaimResourceStatus{
 		corev1.ResourceStorage: corev1.PersistentVolumeClaimControllerResizeInfeasible}
@@ -210,4 +239,51 @@ func TestStorage_AVolumeKubernetesCannotGrowIsReplaced(t *testing.T) {
 	h.reconcile()
 	h.g.Expect(h.replacementOf("demo-b")).NotTo(BeNil())
 	h.g.Expect(h.drainEvents()).To(ContainElement(ContainSubstring("its volume cannot grow (ControllerResizeInfeasible)")))
+}
+
+// The cluster controller asks for a volume to grow in the member's spec and
+// never writes the claim; until the member controller has grown the claim,
+// the rollout waits on it, and asks nothing more.
+func TestStorage_TheClaimIsTheMemberControllers(t *testing.T) {
+	h := storageCluster(t, "expandable", true)
+	b, _ := h.etcdMember(peerURL("demo-b"))
+	h.etcd.SetLeader(b.ID)
+	claims := map[string]string{}
+	for _, n := range []string{"demo-a", "demo-b", "demo-c"} {
+		claims[n] = h.volume(n).ResourceVersion
+	}
+	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Storage.Size = ptrQuantity("1Gi") })
+
+	h.reconcile()
+	h.g.Expect(h.member("demo-a").Spec.VolumeSize.String()).To(Equal("1Gi"))
+	h.g.Expect(h.drainEvents()).To(ContainElement(ContainSubstring("VolumeExpanding Growing the volume of member demo-a from 256Mi to 1Gi online")))
+	for range 3 {
+		h.reconcile()
+	}
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("waiting for the volume of demo-a to grow"))
+	h.g.Expect(h.drainEvents()).NotTo(ContainElement(ContainSubstring("VolumeExpanding")), "asked once")
+	for _, n := range []string{"demo-b", "demo-c"} {
+		h.g.Expect(h.member(n).Spec.VolumeSize).To(BeNil(), "one volume at a time")
+	}
+	for n, rv := range claims {
+		h.g.Expect(h.volume(n).ResourceVersion).To(Equal(rv), "the cluster controller wrote the claim of %s", n)
+	}
+}
+
+// A claim an earlier operator asked to grow itself, before members said
+// how large their volume is to be, is waited on like one the member
+// controller grew.
+func TestStorage_AClaimAskedToGrowBeforeTheUpgradeIsWaitedOn(t *testing.T) {
+	h := storageCluster(t, "expandable", true)
+	b, _ := h.etcdMember(peerURL("demo-b"))
+	h.etcd.SetLeader(b.ID)
+	claim := h.volume("demo-a")
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1Gi")
+	h.g.Expect(h.c.Update(context.Background(), claim)).To(Succeed())
+	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Storage.Size = ptrQuantity("1Gi") })
+
+	h.reconcile()
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("waiting for the volume of demo-a to grow"))
+	h.g.Expect(h.member("demo-a").Spec.VolumeSize).To(BeNil())
+	h.g.Expect(h.drainEvents()).NotTo(ContainElement(ContainSubstring("VolumeExpanding")))
 }

@@ -4,12 +4,16 @@
 // deletion removes the member from etcd through a quorum-gated finalizer.
 // Which members exist is the etcdcluster controller's decision, and so is
 // when a member restarts: this controller re-creates a Pod only once that
-// controller has approved it (status.restartApproved).
+// controller has approved it (status.restartApproved). So is when a volume
+// grows: this controller, the only writer of the member's claim, grows it
+// to spec.volumeSize once that controller has set it.
 //
 // Source map:
 //   - reconciler.go: Reconciler, Reconcile (finalizer, volume, startup
 //     ConfigMap, Pod, approved restarts, role label, version), the status
 //     patch and the watches.
+//   - volume.go: grows the member's claim to spec.volumeSize
+//     (internal/component/pvc), and reports a refusal.
 //   - status.go: updateStatus, the status fields this controller writes and
 //     the Ready condition. patchStatus applies them, and only them, under
 //     the field manager of memberstatus.Member; memberID, role, fenced,

@@ -63,7 +63,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.quorumctl.io,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -98,7 +98,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			reterr = errors.Join(reterr, err)
 		}
 	}()
-	return r.reconcilePod(ctx, cluster, m, &obs)
+	res, err := r.reconcilePod(ctx, cluster, m, &obs)
+	// A volume that does not grow leaves the member running on it: its
+	// grow comes after the rest of the pass, which it never stops.
+	return res, errors.Join(err, r.growVolume(ctx, m))
 }
 
 // reconcilePod makes the member's volume, startup config and Pod real, and

@@ -3,6 +3,7 @@ package etcdmember
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -23,8 +24,8 @@ type recordedEvent struct{ eventType, reason, note string }
 
 type eventLog struct{ events []recordedEvent }
 
-func (l *eventLog) Eventf(_ runtime.Object, _ runtime.Object, eventtype, reason, _, note string, _ ...any) {
-	l.events = append(l.events, recordedEvent{eventtype, reason, note})
+func (l *eventLog) Eventf(_ runtime.Object, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+	l.events = append(l.events, recordedEvent{eventtype, reason, fmt.Sprintf(note, args...)})
 }
 
 // refusePods makes the API server refuse Pod creates with err while *on.
