@@ -13,12 +13,29 @@ import (
 // EtcdClient dials etcd endpoints from the test host. Pod and Service
 // addresses of the local cluster are routed to the host, so tests reach
 // members directly, one at a time where that matters.
+//
+// The client pings on its open streams, as the Kubernetes API server's
+// does. Without that, a connection whose peer vanished without a word stays
+// ready in the client's eyes, and a stream opened on it, such as a watch,
+// waits forever for an answer. A node that loses power does that, and so
+// does the chaos run's node-stop, which drops the node's packets before it
+// kills its processes so that no reset gets out: after one, the run's
+// watchers in two clusters started a watch that got no answer for the whole
+// minute they were given.
 func EtcdClient(endpoints ...string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
+	return clientv3.New(etcdConfig(endpoints))
+}
+
+func etcdConfig(endpoints []string) clientv3.Config {
+	return clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
+		// Above etcd's --grpc-keepalive-min-time (5 s), under which it
+		// would take the pings for abuse and end the connection.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		Logger:               zap.NewNop(),
+	}
 }
 
 // PutKeys writes n keys prefix/0000.. with values derived from the key.

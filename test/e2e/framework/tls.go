@@ -16,7 +16,6 @@ import (
 	"github.com/quorumctl/etcd-operator/internal/certs"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,9 +107,12 @@ func (m ClientMaterial) WriteFiles(dir string) (ca, cert, key string, err error)
 	return ca, cert, key, nil
 }
 
-// EtcdTLSClient dials endpoints (https URLs) with cfg.
+// EtcdTLSClient dials endpoints (https URLs) with cfg, otherwise as
+// EtcdClient does.
 func EtcdTLSClient(cfg *tls.Config, endpoints ...string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, TLS: cfg, Logger: zap.NewNop()})
+	c := etcdConfig(endpoints)
+	c.TLS = cfg
+	return clientv3.New(c)
 }
 
 // HTTPS turns http URLs into https ones.
