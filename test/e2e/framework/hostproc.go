@@ -293,9 +293,12 @@ func (e *Env) loseDataDir(ctx context.Context, ns, podName string) (*corev1.Pod,
 	}
 	// A test that dies between the freeze and the kill leaves no etcd
 	// stopped for good.
-	if err := resumeLater(pid, 3*time.Minute); err != nil {
+	dropFallback, err := resumeLater(pid, 3*time.Minute)
+	if err != nil {
 		return nil, 0, err
 	}
+	// Every way out below resumes or kills the process first.
+	defer dropFallback()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return nil, 0, fmt.Errorf("failed to SIGSTOP etcd (pid %d) of %s/%s: %w", pid, ns, podName, err)
 	}
@@ -311,6 +314,7 @@ func (e *Env) loseDataDir(ctx context.Context, ns, podName string) (*corev1.Pod,
 	// gone already was ended by someone else while frozen: the fault is not
 	// the one asked for.
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		_, _ = resume(pid)
 		return nil, 0, fmt.Errorf("failed to SIGKILL the frozen etcd (pid %d) of %s/%s: %w", pid, ns, podName, err)
 	}
 	return pod, before, nil

@@ -71,14 +71,17 @@ func (e *Env) PauseMember(ctx context.Context, ns, podName string, d time.Durati
 // the process really was stopped and then really runs again.
 func pauseProcess(ctx context.Context, pid int, d time.Duration) (p Pause, err error) {
 	p.PID = pid
-	if err := resumeLater(pid, d+resumeMargin); err != nil {
+	dropFallback, err := resumeLater(pid, d+resumeMargin)
+	if err != nil {
 		return p, err
 	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		dropFallback()
 		return p, fmt.Errorf("SIGSTOP: %w", err)
 	}
 	defer func() {
 		at, rerr := resume(pid)
+		dropFallback()
 		p.Resumed = at
 		if err == nil {
 			err = rerr
@@ -119,16 +122,24 @@ func resume(pid int) (time.Time, error) {
 
 // resumeLater starts a shell in a session of its own that sends SIGCONT
 // after the given time, so that a test killed during a pause leaves no
-// process stopped. A SIGCONT to a process already running changes nothing.
-func resumeLater(pid int, after time.Duration) error {
+// process stopped. A SIGCONT to a process already running changes nothing,
+// but one to a process that a later fault is stopping does: a SIGCONT sent
+// while a SIGSTOP is still pending discards it (signal(7)), and that fault
+// finds the process running. So the caller drops the fallback (the returned
+// func kills the shell and its sleep) as soon as it has resumed or killed
+// the process itself; only a caller that died leaves it to fire.
+func resumeLater(pid int, after time.Duration) (drop func(), err error) {
 	secs := strconv.FormatFloat(after.Seconds(), 'f', 1, 64)
 	cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf("sleep %s; kill -CONT %d 2>/dev/null; exit 0", secs, pid))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("failed to start the fallback resume: %w", err)
+		return nil, fmt.Errorf("failed to start the fallback resume: %w", err)
 	}
 	go func() { _ = cmd.Wait() }()
-	return nil
+	// The shell leads its own session and process group, which holds its
+	// sleep too.
+	group := cmd.Process.Pid
+	return func() { _ = syscall.Kill(-group, syscall.SIGKILL) }, nil
 }
 
 // waitProcessState polls /proc until the process is stopped (or is not), or

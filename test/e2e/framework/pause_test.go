@@ -2,7 +2,11 @@ package framework
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -86,4 +90,54 @@ func TestPauseProcessResumesWhenCancelled(t *testing.T) {
 	if s, err := processState(cmd.Process.Pid); err != nil || s == 'T' {
 		t.Errorf("after the cancelled pause the state is %c (%v), want running or sleeping", s, err)
 	}
+}
+
+// A pause that ended leaves no fallback behind: its SIGCONT, fired later,
+// would cancel the SIGSTOP of the next fault on the same process (the long
+// chaos run failed a wipe-member on a member paused a moment before).
+func TestPauseProcessDropsItsFallback(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	if _, err := pauseProcess(context.Background(), pid, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// The fallback would fire resumeMargin after the pause's planned end;
+	// it must be gone well before that. A killed shell is a zombie with an
+	// empty command line until it is reaped.
+	want := fmt.Sprintf("kill -CONT %d ", pid)
+	deadline := time.Now().Add(resumeMargin / 2)
+	for {
+		left := fallbacksFor(t, want)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fallback resume of %d still runs after the pause ended: processes %v", pid, left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// fallbacksFor lists the processes whose command line holds s.
+func fallbacksFor(t *testing.T, s string) []string {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range dirs {
+		raw, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(strings.ReplaceAll(string(raw), "\x00", " "), s) {
+			out = append(out, d.Name())
+		}
+	}
+	return out
 }
