@@ -65,6 +65,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		OperatorImage: opts.OperatorImage,
 		NetworkPolicy: opts.NetworkPolicy,
 		Credentials:   opts.Credentials,
+		ElectionGrace: etcdcluster.ElectionGrace,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the EtcdCluster controller: %w", err)
 	}

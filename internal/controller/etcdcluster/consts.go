@@ -32,6 +32,12 @@ const (
 	defaultDeadlineSecs = 600
 )
 
+// ElectionGrace is the operator's ElectionGrace (Reconciler.ElectionGrace):
+// a leader's hand-over takes a few heartbeats (100 ms each by default), an
+// election after a leader vanished a little more; a voter without a leader
+// longer than this is not in a passing election.
+const ElectionGrace = 500 * time.Millisecond
+
 // Maintenance timings.
 const (
 	// requeueMaintenance is how often a call in flight is looked at.

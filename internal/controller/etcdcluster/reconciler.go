@@ -54,6 +54,10 @@ type Reconciler struct {
 	ClusterDomain string
 	// Now is the clock; tests set it.
 	Now func() time.Time
+	// ElectionGrace is how long a look that read the member list
+	// linearizably asks again the voters that answered without a leader
+	// (see reaskLeaderless); zero judges them on their first answer.
+	ElectionGrace time.Duration
 	// Workers is how many clusters are reconciled at once.
 	Workers int
 	// OperatorImage runs the check of a restore's source and the seed's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
 	"github.com/quorumctl/etcd-operator/internal/etcd"
@@ -153,7 +154,11 @@ func (r *Reconciler) surveyMembers(ctx context.Context, s *scope, c etcd.Client,
 		}
 		started, urls = append(started, i), append(urls, m.ClientURLs[0])
 	}
-	for j, a := range etcd.StatusAll(statusCtx, c, urls, 0) {
+	answers := etcd.StatusAll(statusCtx, c, urls, 0)
+	if !view.degraded {
+		r.reaskLeaderless(ctx, c, urls, answers)
+	}
+	for j, a := range answers {
 		results[started[j]] = memberHealth{status: a.Status, err: a.Err}
 	}
 	// etcd refusing the operator's identity says nothing of the members'
@@ -249,4 +254,49 @@ func ownMemberLists(ctx context.Context, c etcd.Client, view etcdView) map[uint6
 		}
 	}
 	return out
+}
+
+// reaskLeaderless asks again, for at most ElectionGrace, the voters that
+// answered without a leader. The look's list was read linearizably, so a
+// quorum followed a leader a moment before: a voter without one is in an
+// election, such as the hand-over etcd makes when its leader's Pod is
+// stopped, which ends within a heartbeat or two. Judged on that one answer,
+// a drain would count two of three voters unhealthy and report the quorum
+// lost that the look's own read had just proved held. A voter still
+// without a leader when the time is up is judged on its last answer; a
+// voter that did not answer at all is not asked again, its answer having
+// cost a timeout already.
+func (r *Reconciler) reaskLeaderless(ctx context.Context, c etcd.Client, urls []string, answers []etcd.StatusAnswer) {
+	if r.ElectionGrace <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.ElectionGrace)
+	defer cancel()
+	tick := time.NewTicker(r.ElectionGrace / 5)
+	defer tick.Stop()
+	for {
+		var again []int
+		for i, a := range answers {
+			if a.Err == nil && a.Status.LeaderID == 0 && !a.Status.IsLearner {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		eps := make([]string, len(again))
+		for j, i := range again {
+			eps[j] = urls[i]
+		}
+		for j, a := range etcd.StatusAll(ctx, c, eps, 0) {
+			if a.Err == nil {
+				answers[again[j]] = a
+			}
+		}
+	}
 }
