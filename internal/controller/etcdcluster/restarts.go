@@ -68,6 +68,27 @@ func (r *Reconciler) restartedTo(s *scope, m *v1alpha1.EtcdMember) (string, bool
 	return pod.TemplateHash(m), true
 }
 
+// restartedToTarget: the rollout has already given the member the target
+// template and trust bundles, and approved its restart to them, even if
+// this pass's look, from a cache that has not caught up, still shows the
+// member or its Pod on the old ones. Such a member is not outdated: taking
+// it for one would restart it a second time (its restart counts as down),
+// rewrite its approval, and report it updating twice. A member restarted
+// to an earlier target is still outdated, and goes to the new one at once.
+func (r *Reconciler) restartedToTarget(s *scope, m *v1alpha1.EtcdMember) bool {
+	h, ok := r.restartedTo(s, m)
+	return ok && h == s.targetHash(m)
+}
+
+// targetHash is the template hash of the member once on the target
+// template and trust bundles, as restartMember computes it.
+func (s *scope) targetHash(m *v1alpha1.EtcdMember) string {
+	t := m.DeepCopy()
+	t.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
+	t.Spec.TLS = s.targetTLS(m)
+	return pod.TemplateHash(t)
+}
+
 // backOn: the member's Pod is built from the template hash, ready by the
 // kubelet's probe, and etcd has the member as a voter that answers and
 // follows the quorum's leader.

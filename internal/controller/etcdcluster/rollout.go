@@ -183,7 +183,7 @@ func (r *Reconciler) rolloutMembers(ctx context.Context, s *scope, counted []*v1
 			volumes[m.Name] = vc
 		}
 		rm := rollout.Member{
-			Name: m.Name, Outdated: s.outdated(m) || s.podOutdated(m), Replace: vc.replace, Expand: vc.expand, Resizing: vc.resizing,
+			Name: m.Name, Outdated: (s.outdated(m) || s.podOutdated(m)) && !r.restartedToTarget(s, m), Replace: vc.replace, Expand: vc.expand, Resizing: vc.resizing,
 			Voter: listed && !em.IsLearner, Leader: listed && em.ID == leader && leader != 0, Healthy: s.healthyMember(m),
 			DownFor: s.downFor(m),
 		}

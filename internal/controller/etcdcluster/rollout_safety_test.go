@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quorumctl/etcd-operator/api/v1alpha1"
+	"github.com/quorumctl/etcd-operator/internal/component/pod"
 )
 
 // rolled names the members whose template the rollout has changed.
@@ -89,6 +90,11 @@ func TestRolloutSafety_ACacheBehindTheRestartDoesNotStartTheNext(t *testing.T) {
 	c, _ := h.etcdMember(peerURL("demo-c"))
 	h.etcd.SetLeader(c.ID)
 	stale := h.member("demo-a")
+	// Its Pod is built from its old template, as the member controller
+	// builds every Pod.
+	p := h.pod("demo-a")
+	p.Annotations = map[string]string{pod.TemplateHashAnnotation: pod.TemplateHash(stale)}
+	h.g.Expect(h.c.Update(context.Background(), p)).To(Succeed())
 	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Version = "3.6.17" })
 	h.reconcile()
 	h.g.Expect(h.rolled("demo-a", "demo-b", "demo-c")).To(Equal([]string{"demo-a"}))
@@ -101,11 +107,26 @@ func TestRolloutSafety_ACacheBehindTheRestartDoesNotStartTheNext(t *testing.T) {
 	stale.Status = *h.member("demo-a").Status.DeepCopy()
 	stale.Status.RolledAt, stale.Status.RestartApproved = nil, ""
 	h.g.Expect(h.c.Status().Update(context.Background(), stale)).To(Succeed())
+	h.g.Expect(h.updatingEvents()).To(HaveLen(1))
 	h.reconcile()
-	// demo-a, seen outdated, may be given its new template again; nobody
-	// else may be touched.
-	for _, n := range h.rolled("demo-a", "demo-b", "demo-c") {
-		h.g.Expect(n).To(Equal("demo-a"))
-	}
-	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("demo-a"))
+	// demo-a is not restarted a second time, nor is anybody else: the
+	// restart the operator made is the one it waits for.
+	h.g.Expect(h.member("demo-a").Status.RestartApproved).To(BeEmpty(), "the approval is not rewritten")
+	h.g.Expect(h.version("demo-a")).To(Equal(v1alpha1.DefaultEtcdVersion), "nor the template")
+	h.g.Expect(h.rolled("demo-a", "demo-b", "demo-c")).To(BeEmpty())
+	h.g.Expect(h.updatingEvents()).To(BeEmpty(), "one MemberUpdating Event per restart")
+	h.g.Expect(h.condition(v1alpha1.ProgressingCondition).Message).To(ContainSubstring("waiting for demo-a"))
+}
+
+// A member the rollout restarted to one target that is not back when the
+// target changes again goes to the new target at once: it is down by the
+// rollout's own doing, and nobody else is touched.
+func TestRolloutSafety_ARestartToAnEarlierTargetGoesToTheNewOneAtOnce(t *testing.T) {
+	h := startRoll(t)
+	h.drainEvents()
+	h.editTemplate(func(t *v1alpha1.MemberTemplate) { t.Version = "3.6.18" })
+	h.reconcile()
+	h.g.Expect(h.version("demo-a")).To(Equal("3.6.18"))
+	h.g.Expect(h.rolled("demo-a", "demo-b", "demo-c")).To(Equal([]string{"demo-a"}))
+	h.g.Expect(h.updatingEvents()).To(HaveLen(1))
 }
