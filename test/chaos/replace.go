@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // LossReason is the reason the operator gives when it replaces a member
@@ -12,9 +13,11 @@ const LossReason = "DataDirLost"
 
 // RemediationEvent is what the runner reads of one of the operator's Warning
 // Events about a cluster: the action (ReplaceMember, FenceMember), the
-// reason, and the note, which names the member first.
+// reason, the note, which names the member first, and when it was last
+// observed.
 type RemediationEvent struct {
 	Action, Reason, Note string
+	At                   time.Time
 }
 
 // CheckLossReplaced decides, from the operator's Events, how the victim of
@@ -23,8 +26,16 @@ type RemediationEvent struct {
 // reason, or a fence, means the empty member ran long enough to be judged by
 // something other than its refusal to start. done is false while no Event
 // names the member yet.
-func CheckLossReplaced(member string, events []RemediationEvent) (reason string, done bool, v *Violation) {
+//
+// Only Events observed since the fault count: an earlier fault may have
+// fenced the same member for a moment (a paused leader that, resumed, still
+// calls itself leader for one look), which says nothing of how its data
+// loss was handled.
+func CheckLossReplaced(member string, since time.Time, events []RemediationEvent) (reason string, done bool, v *Violation) {
 	for _, e := range events {
+		if e.At.Before(since) {
+			continue
+		}
 		var action string
 		switch {
 		case strings.HasPrefix(e.Note, "Replacing member "+member+": "):

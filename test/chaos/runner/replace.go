@@ -94,7 +94,7 @@ func (r *run) checkLossReplaced(ctx context.Context, victims []victim) error {
 				return false, err
 			}
 			var done bool
-			reason, done, bad = chaos.CheckLossReplaced(v.before.Name, events)
+			reason, done, bad = chaos.CheckLossReplaced(v.before.Name, v.fault.Injected, events)
 			return done, nil
 		})
 		if bad != nil {
@@ -118,7 +118,14 @@ func (r *run) remediationEvents(ctx context.Context) ([]chaos.RemediationEvent, 
 	var out []chaos.RemediationEvent
 	for _, e := range list.Items {
 		if e.Type == corev1.EventTypeWarning {
-			out = append(out, chaos.RemediationEvent{Action: e.Action, Reason: e.Reason, Note: e.Note})
+			at := e.EventTime.Time
+			if at.IsZero() {
+				at = e.CreationTimestamp.Time
+			}
+			if e.Series != nil && e.Series.LastObservedTime.After(at) {
+				at = e.Series.LastObservedTime.Time
+			}
+			out = append(out, chaos.RemediationEvent{Action: e.Action, Reason: e.Reason, Note: e.Note, At: at})
 		}
 	}
 	return out, nil
