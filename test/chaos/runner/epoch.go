@@ -153,6 +153,16 @@ func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 	}
 	r.mu.Lock()
 	r.report.Epochs = append(r.report.Epochs, rec)
+	longest := rec.LongestWriteOutage > r.longestOutage
+	if longest {
+		r.longestOutage = rec.LongestWriteOutage
+		// The report names the run's longest write outage; its history,
+		// kept under one name and replaced by a longer one, shows which
+		// clients stalled and what their calls returned.
+		if err := saveHistory(filepath.Join(r.cfg.Artifacts, "histories", "longest-write-outage.json"), ops); err != nil {
+			r.cfg.Logf("chaos: %v", err)
+		}
+	}
 	r.mu.Unlock()
 	if rep.Result != porcupine.Ok || len(rec.Lost) > 0 {
 		if err := saveHistory(filepath.Join(r.cfg.Artifacts, "histories", name+".json"), ops); err != nil {

@@ -89,6 +89,9 @@ type run struct {
 	replicas map[string]int32
 	scheds   map[string]*chaos.LaneScheduler
 	epochs   map[string]int
+	// longestOutage is the longest write outage of an epoch so far, whose
+	// history is kept (see finish).
+	longestOutage chaos.Seconds
 }
 
 // Run runs the chaos schedule and returns its report; the error is what
