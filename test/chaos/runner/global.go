@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +76,13 @@ func (r *run) nodeStop(ctx context.Context, ev chaos.GlobalEvent, replicas map[s
 			victims[c] = append(victims[c], victim{fault: rec, recovery: chaos.RecoverBack, before: before})
 		}
 	}
+	var hit []string
+	for _, c := range clusters {
+		for _, v := range victims[c] {
+			hit = append(hit, v.before.Name)
+		}
+	}
+	rec.Note = fmt.Sprintf("stopped for %s; members on it: %s", ev.Fault.Hold.Round(100*time.Millisecond), strings.Join(hit, ", "))
 	rec.Injected = time.Now()
 	if err := r.env.Layout.StopNode(ctx, node); err != nil {
 		return fmt.Errorf("failed to stop node %s: %w", node, err)
