@@ -80,13 +80,23 @@ func (r *Reconciler) restartedToTarget(s *scope, m *v1alpha1.EtcdMember) bool {
 	return ok && h == s.targetHash(m)
 }
 
-// targetHash is the template hash of the member once on the target
-// template and trust bundles, as restartMember computes it.
+// targetHash is the template hash restartMember approves for the member:
+// its own, if it is on the target already, else that of the member given
+// the target.
 func (s *scope) targetHash(m *v1alpha1.EtcdMember) string {
+	if !s.outdated(m) {
+		return pod.TemplateHash(m)
+	}
 	t := m.DeepCopy()
-	t.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
-	t.Spec.TLS = s.targetTLS(m)
+	s.toTarget(t)
 	return pod.TemplateHash(t)
+}
+
+// toTarget gives the member the target template and trust bundles.
+func (s *scope) toTarget(m *v1alpha1.EtcdMember) {
+	tls := s.targetTLS(m)
+	m.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
+	m.Spec.TLS = tls
 }
 
 // backOn: the member's Pod is built from the template hash, ready by the
@@ -181,15 +191,14 @@ func kubeletReady(p *corev1.Pod) bool {
 // in turn. The operator
 // remembers the restart only once both are written (see restarting).
 func (r *Reconciler) restartMember(ctx context.Context, s *scope, m *v1alpha1.EtcdMember) error {
+	hash := s.targetHash(m)
 	if s.outdated(m) {
 		patch := client.MergeFrom(m.DeepCopy())
-		m.Spec.MemberTemplate = *s.cluster.Status.Observed.MemberTemplate.DeepCopy()
-		m.Spec.TLS = s.targetTLS(m)
+		s.toTarget(m)
 		if err := r.Patch(ctx, m, patch); err != nil {
 			return fmt.Errorf("failed to update the template of EtcdMember %s: %w", m.Name, err)
 		}
 	}
-	hash := pod.TemplateHash(m)
 	now := metav1.NewTime(s.now)
 	m.Status.RolledAt = &now
 	m.Status.RestartApproved = hash

@@ -153,8 +153,7 @@ func (r *run) finish(ctx context.Context, e *epoch, recovered bool) error {
 	}
 	r.mu.Lock()
 	r.report.Epochs = append(r.report.Epochs, rec)
-	longest := rec.LongestWriteOutage > r.longestOutage
-	if longest {
+	if rec.LongestWriteOutage > r.longestOutage {
 		r.longestOutage = rec.LongestWriteOutage
 		// The report names the run's longest write outage; its history,
 		// kept under one name and replaced by a longer one, shows which

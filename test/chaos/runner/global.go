@@ -64,6 +64,7 @@ func (r *run) nodeStop(ctx context.Context, ev chaos.GlobalEvent, replicas map[s
 	}
 	rec := &chaos.FaultRecord{Kind: chaos.NodeStop, Victim: node, Step: step}
 	victims := map[string][]victim{}
+	var hit []string
 	for _, c := range clusters {
 		for _, m := range byCluster[c] {
 			if m.Node != node {
@@ -74,12 +75,7 @@ func (r *run) nodeStop(ctx context.Context, ev chaos.GlobalEvent, replicas map[s
 				return err
 			}
 			victims[c] = append(victims[c], victim{fault: rec, recovery: chaos.RecoverBack, before: before})
-		}
-	}
-	var hit []string
-	for _, c := range clusters {
-		for _, v := range victims[c] {
-			hit = append(hit, v.before.Name)
+			hit = append(hit, m.Name)
 		}
 	}
 	rec.Note = fmt.Sprintf("stopped for %s; members on it: %s", ev.Fault.Hold.Round(100*time.Millisecond), strings.Join(hit, ", "))
